@@ -1,0 +1,26 @@
+# The README's commands. `make install` once, then `make serve` (or `make test`).
+PY ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+
+.PHONY: install serve test lint bench
+
+install:
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+
+serve:
+	$(BIN)/tiermem serve
+
+test:
+	$(BIN)/python -m pytest -q
+
+lint:
+	$(BIN)/ruff check shared services workers tests bench
+	$(BIN)/mypy shared services workers
+
+bench:
+	$(BIN)/python -m bench.bench_embeddings
+	$(BIN)/python -m bench.bench_ingest
+	$(BIN)/python -m bench.bench_extraction

@@ -1,0 +1,57 @@
+"""The FastAPI application: create_app() wires settings, the runtime and the routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlmodel import Session
+
+from services.api.errors import install_error_handlers
+from services.api.routes import admin, health, jobs, memories, turns
+from shared.config import Settings, get_settings
+from shared.db.migrate import upgrade_to_head
+from shared.runtime import Runtime
+from shared.tenancy import ensure_dev_tenant
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    runtime: Runtime | None = None,
+    enqueue: Callable[[list[str]], None] | None = None,
+) -> FastAPI:
+    settings = settings or (runtime.settings if runtime else get_settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.database.auto_migrate:
+            upgrade_to_head(settings)
+        rt = runtime or Runtime(settings)
+        with Session(rt.engine) as session:
+            ensure_dev_tenant(session=session, settings=settings)
+        app.state.runtime = rt
+        if enqueue is None:
+            from workers.tasks.extract import enqueue_extraction
+
+            app.state.enqueue = enqueue_extraction
+        else:
+            app.state.enqueue = enqueue
+        yield
+        if runtime is None:
+            rt.close()
+
+    app = FastAPI(
+        title="tiermem",
+        version="0.1.0",
+        description="Long-term memory for multi-user chat backends.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    for module in (health, turns, jobs, memories, admin):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,63 @@
+"""Admin: tenants and their API keys (admin key only)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+from sqlmodel import select
+
+from services.api.deps import AdminDep, SessionDep
+from shared.db.models import Tenant
+from shared.tenancy import create_api_key, create_tenant
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+
+class TenantIn(BaseModel):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+
+
+class KeyIn(BaseModel):
+    name: str = Field(default="", max_length=100)
+    scope: Literal["app", "admin"] = "app"
+
+
+class TenantPublic(BaseModel):
+    id: str
+    name: str
+
+
+class KeyCreated(BaseModel):
+    id: str
+    tenant_id: str | None
+    scope: str
+    key: str = Field(description="shown once; only its hash is stored")
+
+
+class TenantCreated(BaseModel):
+    tenant: TenantPublic
+    app_key: KeyCreated
+
+
+@router.post("/tenants", status_code=201, response_model=TenantCreated)
+def post_tenant(body: TenantIn, session: SessionDep, _: AdminDep) -> TenantCreated:
+    tenant = create_tenant(session=session, name=body.name)
+    row, key = create_api_key(session=session, tenant_id=tenant.id, name="default")
+    return TenantCreated(
+        tenant=TenantPublic(id=tenant.id, name=tenant.name),
+        app_key=KeyCreated(id=row.id, tenant_id=row.tenant_id, scope=row.scope, key=key),
+    )
+
+
+@router.get("/tenants", response_model=list[TenantPublic])
+def get_tenants(session: SessionDep, _: AdminDep) -> list[TenantPublic]:
+    rows = session.exec(select(Tenant).order_by(Tenant.name)).all()
+    return [TenantPublic(id=t.id, name=t.name) for t in rows]
+
+
+@router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated)
+def post_key(tenant_id: str, body: KeyIn, session: SessionDep, _: AdminDep) -> KeyCreated:
+    row, key = create_api_key(session=session, tenant_id=tenant_id, scope=body.scope, name=body.name)
+    return KeyCreated(id=row.id, tenant_id=row.tenant_id, scope=row.scope, key=key)

@@ -1,0 +1,16 @@
+"""Job state: one extraction run per turn."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from services.api.deps import PrincipalDep, SessionDep
+from shared.jobs import JobPublic, get_job
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.get("/{job_id}", response_model=JobPublic)
+def read_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobPublic:
+    tenant = None if principal.scope == "admin" else principal.tenant_id
+    return JobPublic.of(get_job(session=session, job_id=job_id, tenant_id=tenant))

@@ -1,0 +1,77 @@
+"""A user's memories: list, search, read, delete; the user's export and erasure."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.deps import RuntimeDep, SessionDep, UserDep
+from shared.extraction.schemas import FactType
+from shared.memory.reader import (
+    MemoriesPublic,
+    MemoryPublic,
+    delete_memory,
+    delete_user,
+    export_user,
+    get_memory,
+    list_memories,
+    search_memories,
+)
+
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=10, ge=1, le=100)
+    types: list[FactType] = Field(default_factory=list)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
+@router.get("/memories", response_model=MemoriesPublic)
+def read_memories(
+    user: UserDep, session: SessionDep,
+    type: Annotated[list[FactType] | None, Query(description="repeat to allow several")] = None,
+    include_superseded: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> MemoriesPublic:
+    return list_memories(
+        session=session, user=user, types=type or [], include_superseded=include_superseded,
+        limit=limit, offset=offset,
+    )
+
+
+@router.post("/memories/search", response_model=MemoriesPublic)
+def search(body: SearchIn, user: UserDep, session: SessionDep, runtime: RuntimeDep) -> MemoriesPublic:
+    return search_memories(
+        runtime=runtime, session=session, user=user, query=body.query, k=body.k,
+        types=body.types, min_score=body.min_score,
+    )
+
+
+@router.get("/memories/{memory_id}", response_model=MemoryPublic)
+def read_memory(memory_id: str, user: UserDep, session: SessionDep) -> MemoryPublic:
+    return MemoryPublic.of(get_memory(session=session, user=user, memory_id=memory_id))
+
+
+@router.delete("/memories/{memory_id}", status_code=204)
+def remove_memory(
+    memory_id: str, user: UserDep, session: SessionDep, runtime: RuntimeDep
+) -> Response:
+    delete_memory(runtime=runtime, session=session, user=user, memory_id=memory_id)
+    return Response(status_code=204)
+
+
+@router.delete("")
+def remove_user(user: UserDep, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
+    return {"deleted": delete_user(runtime=runtime, session=session, user=user)}
+
+
+@router.get("/export")
+def export(user: UserDep, session: SessionDep) -> dict[str, Any]:
+    return export_user(session=session, user=user)

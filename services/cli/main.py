@@ -1,0 +1,304 @@
+"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, tenants, sweep."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shared.config import Settings, get_settings
+from shared.errors import DomainError
+from shared.ingest import TranscriptLine
+
+cli = typer.Typer(help="tiermem: long-term memory for multi-user chat backends.",
+                  no_args_is_help=True, add_completion=False)
+tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
+cli.add_typer(tenants_cli, name="tenants")
+console = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    try:
+        return get_settings()
+    except ValueError as exc:  # pydantic's message names the variable to fix
+        console.print(f"[red]invalid settings:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="default TIERMEM_HOST")] = None,
+    port: Annotated[int | None, typer.Option(help="default TIERMEM_PORT")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="worker threads")] = None,
+) -> None:
+    """API and worker in one process: SQLite, embedded Qdrant, local embeddings, no servers."""
+    import uvicorn
+
+    from services.api.main import create_app
+    from services.embedded import EmbeddedWorker
+    from shared.db.migrate import upgrade_to_head
+    from shared.runtime import Runtime
+
+    settings = _settings()
+    _logging(settings)
+    upgrade_to_head(settings)
+    runtime = Runtime(settings)
+    runtime.embedder.embed(["warm up"])  # load the model before the first request needs it
+    worker = EmbeddedWorker(runtime, concurrency=concurrency or settings.worker.concurrency)
+    worker.start()
+    label = "LLM at " + str(settings.llm.base_url) if settings.llm.base_url else (
+        "offline rule-based extractor (set TIERMEM_LLM__BASE_URL for an LLM)")
+    console.print(f"tiermem serve: extraction by {label}; data in {settings.data_dir}")
+    if settings.dev_app_key:
+        console.print(f"development app key: [bold]{settings.dev_app_key}[/bold]")
+    app = create_app(settings, runtime=runtime)
+    try:
+        uvicorn.run(app, host=host or settings.host, port=port or settings.port,
+                    log_level=settings.log_level.lower())
+    finally:
+        worker.stop()
+        runtime.close()
+
+
+@cli.command()
+def api(
+    host: Annotated[str | None, typer.Option()] = None,
+    port: Annotated[int | None, typer.Option()] = None,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
+) -> None:
+    """The API alone; workers run separately (`tiermem worker`) against TIERMEM_REDIS_URL."""
+    import uvicorn
+
+    settings = _settings()
+    if not settings.redis_url:
+        console.print("[red]tiermem api needs TIERMEM_REDIS_URL[/red] to reach its workers; "
+                      "for one process without servers run `tiermem serve`.")
+        raise typer.Exit(2)
+    _logging(settings)
+    uvicorn.run("services.api.main:create_app", factory=True, host=host or settings.host,
+                port=port or settings.port, workers=workers, log_level=settings.log_level.lower())
+
+
+@cli.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="comma-separated")] = "extract,compress,replay",
+    concurrency: Annotated[int | None, typer.Option()] = None,
+    pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
+    beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """A Celery worker on TIERMEM_REDIS_URL."""
+    settings = _settings()
+    if not settings.redis_url:
+        console.print("[red]tiermem worker needs TIERMEM_REDIS_URL[/red]; "
+                      "for one process without servers run `tiermem serve`.")
+        raise typer.Exit(2)
+    from shared.db.migrate import upgrade_to_head
+    from workers.celery_app import app
+
+    if settings.database.auto_migrate:
+        upgrade_to_head(settings)
+    argv = ["worker", "-Q", queues, "-P", pool or settings.worker.pool,
+            "-c", str(concurrency or settings.worker.concurrency), "--loglevel", loglevel, "-E"]
+    if beat:
+        argv.append("-B")
+    app.worker_main(argv)
+
+
+@cli.command()
+def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Celery beat: schedules the outbox sweeper."""
+    _settings()
+    from workers.celery_app import app
+
+    app.start(["beat", "--loglevel", loglevel])
+
+
+@cli.command()
+def migrate() -> None:
+    """Upgrade the database to the newest schema (alembic upgrade head)."""
+    from shared.db.migrate import upgrade_to_head
+
+    settings = _settings()
+    upgrade_to_head(settings)
+    console.print(f"database at head: {settings.sqlalchemy_url.split('@')[-1]}")
+
+
+@cli.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="JSONL: user_id, session_id, role, speaker, "
+                                             "content, created_at, external_id per line")],
+    tenant: Annotated[str | None, typer.Option(help="tenant name (default: the dev tenant)")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, max=5000)] = 500,
+) -> None:
+    """Load an existing transcript and queue extraction for every user turn."""
+    from sqlmodel import Session
+
+    from shared.db.migrate import upgrade_to_head
+    from shared.runtime import Runtime
+    from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
+    from shared.transcripts import import_lines, read_jsonl
+
+    settings = _settings()
+    upgrade_to_head(settings)
+    runtime = Runtime(settings)
+    enqueue = _enqueuer(settings)
+    try:
+        with Session(runtime.engine, expire_on_commit=False) as session:
+            ensure_dev_tenant(session=session, settings=settings)
+            name = tenant or settings.auth.dev_tenant
+            row = get_tenant_by_name(session=session, name=name)
+            if row is None:
+                raise DomainError(f"tenant {name!r} not found; create it: tiermem tenants create {name}")
+            lines = list(read_jsonl(file.open(encoding="utf-8")))
+            stored = dupes = queued = 0
+            with _progress() as progress:
+                task = progress.add_task("importing", total=len(lines))
+                for chunk in _chunks(lines, batch_size):
+                    summary = import_lines(session=session, settings=settings,
+                                           tenant_id=row.id, lines=chunk)
+                    enqueue(summary.run_ids)
+                    stored, dupes = stored + summary.stored, dupes + summary.duplicates
+                    queued += len(summary.run_ids)
+                    progress.advance(task, len(chunk))
+    except (DomainError, OSError, UnicodeDecodeError) as exc:
+        console.print(f"[red]import failed:[/red] {getattr(exc, 'message', exc)}")
+        raise typer.Exit(1) from exc
+    finally:
+        runtime.close()
+    where = "the workers" if settings.redis_url else "`tiermem serve` when it starts"
+    console.print(f"stored {stored} messages ({dupes} already present); "
+                  f"{queued} turns queued for extraction by {where}")
+
+
+@cli.command()
+def reindex(
+    user: Annotated[str | None, typer.Option(help="only this user id")] = None,
+    tenant: Annotated[str | None, typer.Option(help="tenant name")] = None,
+) -> None:
+    """Rebuild Qdrant collections from SQL (the system of record)."""
+    from sqlmodel import Session
+
+    from shared.memory.reindex import reindex_all
+    from shared.runtime import Runtime
+    from shared.tenancy import get_tenant_by_name
+
+    settings = _settings()
+    runtime = Runtime(settings)
+    try:
+        with Session(runtime.engine) as session:
+            tenant_id = None
+            if tenant:
+                row = get_tenant_by_name(session=session, name=tenant)
+                if row is None:
+                    console.print(f"[red]tenant {tenant!r} not found[/red]")
+                    raise typer.Exit(1)
+                tenant_id = row.id
+            with _progress() as progress:
+                task = progress.add_task("reindexing users", total=None)
+                users, points = reindex_all(
+                    runtime=runtime, session=session, tenant_id=tenant_id,
+                    user_external_id=user, progress=lambda n: progress.advance(task, n),
+                )
+    except DomainError as exc:
+        console.print(f"[red]reindex failed:[/red] {exc.message}")
+        raise typer.Exit(1) from exc
+    finally:
+        runtime.close()
+    console.print(f"reindexed {users} users, {points} active facts")
+
+
+@cli.command()
+def sweep() -> None:
+    """Re-enqueue extraction runs the broker lost (what beat runs every minute)."""
+    settings = _settings()
+    if not settings.redis_url:
+        console.print("[red]needs TIERMEM_REDIS_URL[/red]: `tiermem serve` sweeps by itself.")
+        raise typer.Exit(2)
+    from workers.tasks.outbox import sweep_outbox
+
+    console.print(f"re-enqueued {sweep_outbox()} runs")
+
+
+@tenants_cli.command("create")
+def tenants_create(name: str) -> None:
+    """Create a tenant and print its first app key (shown once)."""
+    _key_command(name=name, create=True, scope="app")
+
+
+@tenants_cli.command("key")
+def tenants_key(
+    name: str, admin: Annotated[bool, typer.Option(help="an admin-scope key")] = False
+) -> None:
+    """Create another key for an existing tenant (printed once)."""
+    _key_command(name=name, create=False, scope="admin" if admin else "app")
+
+
+def _key_command(*, name: str, create: bool, scope: str) -> None:
+    from sqlmodel import Session
+
+    from shared.db.engine import make_engine
+    from shared.db.migrate import upgrade_to_head
+    from shared.tenancy import create_api_key, create_tenant, get_tenant_by_name
+
+    settings = _settings()
+    upgrade_to_head(settings)
+    engine = make_engine(settings)
+    try:
+        with Session(engine) as session:
+            row = (create_tenant(session=session, name=name) if create
+                   else get_tenant_by_name(session=session, name=name))
+            if row is None:
+                raise DomainError(f"tenant {name!r} not found")
+            _, key = create_api_key(session=session, tenant_id=row.id, name="cli",
+                                    scope="admin" if scope == "admin" else "app")
+    except DomainError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        engine.dispose()
+    console.print(f"tenant {name}: {scope} key (shown once):")
+    print(key)
+
+
+def _enqueuer(settings: Settings) -> Callable[[list[str]], None]:
+    if not settings.redis_url:
+        return lambda run_ids: None  # `tiermem serve` resends every pending run at start
+    from workers.tasks.extract import enqueue_extraction
+
+    return enqueue_extraction
+
+
+def _chunks(lines: list[TranscriptLine], size: int) -> Iterator[list[TranscriptLine]]:
+    """Batches of about `size` lines that never split a user message from its reply."""
+    start = 0
+    while start < len(lines):
+        end = min(start + size, len(lines))
+        while (end < len(lines) and lines[end].role == "assistant"
+               and lines[end - 1].role == "user"
+               and lines[end].session_id == lines[end - 1].session_id):
+            end += 1
+        yield lines[start:end]
+        start = end
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""`tiermem serve`: the API and a real Celery worker (thread pool) in one process, no servers needed.
+
+Embedded Qdrant lets one process own its folder, so the worker threads and the API share
+one Runtime (one Qdrant client). The broker is Celery's in-memory transport unless
+TIERMEM_REDIS_URL is set. A sweeper thread stands in for beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.worker import WorkController
+
+from shared.db.engine import session_scope
+from shared.outbox import claim_lost_runs
+from shared.runtime import Runtime
+from workers import queues
+from workers.celery_app import app as celery_app
+from workers.runtime import set_runtime
+from workers.tasks.extract import enqueue_extraction
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedWorker:
+    def __init__(self, runtime: Runtime, *, concurrency: int) -> None:
+        set_runtime(runtime)
+        self.runtime = runtime
+        # `celery worker` does this for its process; without it a task's retry is published
+        # through Celery's default app (amqp://localhost) and silently lost.
+        celery_app.set_current()
+        celery_app.set_default()
+        self._stop = threading.Event()
+        self._worker = WorkController(
+            app=celery_app,
+            pool="threads",
+            concurrency=concurrency,
+            queues=list(queues.ALL),
+            hostname=f"embedded@{threading.get_native_id()}",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel=logging.WARNING,
+        )
+        self._threads = [
+            threading.Thread(target=self._worker.start, name="celery-worker", daemon=True),
+            threading.Thread(target=self._sweep_loop, name="outbox-sweeper", daemon=True),
+        ]
+
+    def start(self, *, sweeper: bool = True) -> None:
+        if sweeper:
+            # Nothing else runs this database's work in embedded mode: resend all pending now.
+            self.sweep(resend_all=True)
+        for thread in self._threads if sweeper else self._threads[:1]:
+            thread.start()
+
+    def sweep(self, *, resend_all: bool = False) -> int:
+        settings = self.runtime.settings
+        if resend_all:
+            settings = settings.model_copy(
+                update={"worker": settings.worker.model_copy(
+                    update={"sweep_pending_after_s": 0.0, "sweep_running_after_s": 0.0})}
+            )
+        with session_scope(self.runtime.engine) as session:
+            run_ids = claim_lost_runs(session=session, settings=settings, limit=100_000)
+        enqueue_extraction(run_ids)
+        return len(run_ids)
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(self.runtime.settings.worker.sweep_interval_s):
+            try:
+                self.sweep()
+            except Exception:
+                log.exception("outbox sweep failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._worker.stop(in_sighandler=False)

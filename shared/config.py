@@ -1,0 +1,201 @@
+"""The one place settings are read: environment variables prefixed TIERMEM_, nested with "__"."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, computed_field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_ADMIN_KEY = "dev-admin-key"
+DEV_APP_KEY = "dev-app-key"
+DEV_SECRET_KEY = "dev-secret-key-change-me"
+
+
+class LLMSettings(BaseModel):
+    """The auxiliary model used for extraction (and, later, summaries)."""
+
+    base_url: str | None = None  # unset → the offline rule-based extractor is used
+    api_key: str = "not-needed"
+    model: str = "gpt-4o-mini"
+    timeout_s: float = 30.0
+    # "json_schema" for servers that support structured outputs (OpenAI, vLLM, recent
+    # llama.cpp); "json_object" for servers that only know JSON mode.
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    temperature: float = 0.0
+    max_tokens: int = 1500
+
+
+class EmbeddingSettings(BaseModel):
+    provider: Literal["local", "openai"] = "local"
+    # local: a folder or file holding model.onnx; unset → the packaged int8 MiniLM
+    model_path: str | None = None
+    # openai-compatible provider
+    base_url: str | None = None
+    api_key: str = "not-needed"
+    model: str = "text-embedding-3-small"
+    dim: int = 384
+    batch_size: int = 32
+    cache_size: int = 10_000
+    threads: int = 1  # onnxruntime intra-op threads per call; workers run many calls at once
+
+
+class QdrantSettings(BaseModel):
+    """Exactly one of url / path / in_memory decides where vectors live."""
+
+    url: str | None = None
+    api_key: str | None = None
+    path: str | None = None  # unset (and no url) → <data_dir>/qdrant
+    in_memory: bool = False
+    collection_prefix: str = "tm_"
+
+
+class RedisSettings(BaseModel):
+    lock_timeout_s: float = 30.0  # a per-user memory-write lock expires after this
+    lock_wait_s: float = 60.0  # how long a writer waits for the lock before retrying the task
+    # Unacked messages of a dead worker come back after this many seconds.
+    visibility_timeout_s: int = 900
+
+
+class DatabaseSettings(BaseModel):
+    busy_timeout_ms: int = 10_000
+    auto_migrate: bool = True  # run alembic upgrade head at startup
+    echo: bool = False
+    pool_size: int = 10
+
+
+class WorkerSettings(BaseModel):
+    # Extraction is one slow LLM call then a short embedding: threads overlap the waits
+    # and onnxruntime releases the GIL. See docs/decisions/0003-worker-pool.md.
+    pool: Literal["threads", "prefork", "solo"] = "threads"
+    concurrency: int = 32
+    max_retries: int = 5
+    retry_backoff_max_s: int = 300
+    sweep_interval_s: float = 60.0
+    # Pending work older than this is re-enqueued by the sweeper (the outbox).
+    sweep_pending_after_s: float = 120.0
+    # A run stuck in "running" this long is assumed lost with its worker.
+    sweep_running_after_s: float = 900.0
+
+
+class ExtractionSettings(BaseModel):
+    max_facts_per_turn: int = 10
+    min_confidence: float = 0.3
+    dedup_threshold: float = 0.9  # cosine at or above → same fact (within one type)
+    max_message_chars: int = 16_000
+    prefilter: bool = True
+
+
+class CompressionSettings(BaseModel):
+    context_limit_tokens: int = 128_000
+    trigger_ratio: float = 0.7
+    target_ratio: float = 0.5
+    current_share: float = 0.5
+    topics_share: float = 0.3
+    bulks_share: float = 0.2
+
+    @model_validator(mode="after")
+    def _check_shares(self) -> CompressionSettings:
+        total = self.current_share + self.topics_share + self.bulks_share
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"compression shares must sum to 1, got {total:.3f}")
+        if not 0 < self.target_ratio < self.trigger_ratio <= 1:
+            raise ValueError("compression needs 0 < target_ratio < trigger_ratio <= 1")
+        return self
+
+
+class AuthSettings(BaseModel):
+    # Unset in development → "dev-admin-key"; production refuses to start without one.
+    admin_key: str | None = None
+    # Development only: a tenant `dev_tenant` with this app key ("dev-app-key" when unset)
+    # is ensured at startup so the README's curl lines work on a fresh machine.
+    dev_app_key: str | None = None
+    dev_tenant: str = "default"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TIERMEM_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    environment: Literal["development", "production"] = "development"
+    data_dir: Path = Path(".tiermem")
+    # Keys the collection-name hash; changing it orphans existing collections.
+    secret_key: str = DEV_SECRET_KEY
+    database_url: str | None = None  # unset → SQLite file in data_dir
+    redis_url: str | None = None  # unset → in-process broker (only for `tiermem serve`)
+    log_level: str = "INFO"
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'tiermem.db').as_posix()}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def qdrant_path(self) -> str | None:
+        if self.qdrant.url or self.qdrant.in_memory:
+            return None
+        return self.qdrant.path or str(self.data_dir / "qdrant")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def extractor_kind(self) -> Literal["llm", "offline"]:
+        return "llm" if self.llm.base_url else "offline"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def admin_key(self) -> str | None:
+        if self.auth.admin_key:
+            return self.auth.admin_key
+        return DEV_ADMIN_KEY if self.environment == "development" else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def dev_app_key(self) -> str | None:
+        if self.environment != "development":
+            return None
+        return self.auth.dev_app_key or DEV_APP_KEY
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        q = self.qdrant
+        if sum([bool(q.url), bool(q.path), q.in_memory]) > 1:
+            raise ValueError("set only one of TIERMEM_QDRANT__URL, __PATH, __IN_MEMORY")
+        if self.environment == "production":
+            problems = []
+            if self.secret_key == DEV_SECRET_KEY or len(self.secret_key) < 32:
+                problems.append("TIERMEM_SECRET_KEY must be set to 32+ random characters")
+            if not self.auth.admin_key or self.auth.admin_key == DEV_ADMIN_KEY:
+                problems.append("TIERMEM_AUTH__ADMIN_KEY must be set to a non-default key")
+            elif len(self.auth.admin_key) < 24:
+                problems.append("TIERMEM_AUTH__ADMIN_KEY must be at least 24 characters")
+            if self.auth.dev_app_key:
+                problems.append("TIERMEM_AUTH__DEV_APP_KEY is for development only; unset it")
+            if problems:
+                raise ValueError("unsafe production settings: " + "; ".join(problems))
+        return self
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

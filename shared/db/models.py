@@ -1,0 +1,171 @@
+"""SQL tables: the system of record for tenants, keys, users, sessions, messages, facts and runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Tenant(SQLModel, table=True):
+    __tablename__ = "tenants"
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    name: str = Field(max_length=100, unique=True)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class ApiKey(SQLModel, table=True):
+    __tablename__ = "api_keys"
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    # sha256 of the key: a leaked database does not leak working keys
+    key_hash: str = Field(max_length=64, unique=True)
+    prefix: str = Field(max_length=12)  # first characters, to tell keys apart in listings
+    tenant_id: str | None = Field(default=None, foreign_key="tenants.id", index=True)
+    scope: str = Field(max_length=16)  # "app" (one tenant's users) or "admin" (ops, tenants)
+    name: str = Field(default="", max_length=100)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    revoked_at: dt.datetime | None = None
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("tenant_id", "external_id", name="uq_users_tenant_ext"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    external_id: str = Field(max_length=128)  # the client's user id
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class ChatSession(SQLModel, table=True):
+    __tablename__ = "chat_sessions"
+    __table_args__ = (UniqueConstraint("tenant_id", "external_id", name="uq_sessions_tenant_ext"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    user_id: str = Field(foreign_key="users.id", index=True)
+    external_id: str = Field(max_length=128)  # the client's session id
+    parent_session_id: str | None = Field(default=None, max_length=36)
+    # The next message's position; bumped atomically by UPDATE ... RETURNING.
+    next_seq: int = 0
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),
+        UniqueConstraint("session_id", "external_id", name="uq_messages_session_ext"),
+        Index("ix_messages_status_created", "extraction_status", "received_at"),
+    )
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    user_id: str = Field(foreign_key="users.id", index=True)
+    session_id: str = Field(foreign_key="chat_sessions.id", index=True)
+    seq: int  # order within the session
+    role: str = Field(max_length=16)
+    speaker: str | None = Field(default=None, max_length=100)
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    token_count: int = 0
+    external_id: str | None = Field(default=None, max_length=128)
+    created_at: dt.datetime  # when it was said (client's clock, or arrival)
+    received_at: dt.datetime = Field(default_factory=utcnow)
+    # pending → queued for extraction; done / failed / skipped; "none" for replies
+    extraction_status: str = Field(default="none", max_length=16)
+    run_id: str | None = Field(default=None, max_length=36)
+
+
+class Fact(SQLModel, table=True):
+    __tablename__ = "facts"
+    __table_args__ = (
+        Index("ix_facts_user_active", "user_id", "valid_to"),
+        Index("ix_facts_user_norm", "user_id", "content_hash"),
+        # Backstop under the per-user lock: never two active facts with the same content.
+        Index(
+            "uq_facts_user_active_content", "user_id", "content_hash", unique=True,
+            sqlite_where=text("valid_to IS NULL"), postgresql_where=text("valid_to IS NULL"),
+        ),
+        Index("ix_facts_user_slot", "user_id", "slot"),
+    )
+
+    # Deterministic (see shared.memory.writer.fact_id): also the Qdrant point id.
+    id: str = Field(primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    user_id: str = Field(foreign_key="users.id")
+    type: str = Field(max_length=16)
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    content_hash: str = Field(max_length=64)  # sha256 of the normalized content
+    subject: str = Field(max_length=100)
+    slot: str | None = Field(default=None, max_length=300)
+    slot_value: str | None = Field(default=None, max_length=300)
+    details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    confidence: float = 0.0
+    mention_count: int = 1
+    valid_from: dt.datetime | None = None
+    valid_to: dt.datetime | None = None  # set → superseded; only NULL rows are in Qdrant
+    superseded_by: str | None = Field(default=None, max_length=36)
+    source_session_ids: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    source_message_ids: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    extractor: str = Field(max_length=16)  # "llm" or "offline"
+    extractor_version: str = Field(max_length=32)
+    model: str | None = Field(default=None, max_length=100)
+    first_seen_at: dt.datetime = Field(default_factory=utcnow)
+    last_seen_at: dt.datetime = Field(default_factory=utcnow)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class ExtractionRun(SQLModel, table=True):
+    """One extraction of one turn: what the API calls a job."""
+
+    __tablename__ = "extraction_runs"
+    __table_args__ = (Index("ix_runs_status_updated", "status", "updated_at"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    user_id: str = Field(foreign_key="users.id", index=True)
+    session_id: str = Field(foreign_key="chat_sessions.id")
+    message_id: str = Field(foreign_key="messages.id", index=True)  # the user's message
+    reply_message_id: str | None = Field(default=None, max_length=36)
+    status: str = Field(default="pending", max_length=16)  # pending running done failed skipped
+    attempts: int = 0
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    extractor: str = Field(max_length=16)
+    extractor_version: str | None = Field(default=None, max_length=32)
+    model: str | None = Field(default=None, max_length=100)
+    prompt_hash: str | None = Field(default=None, max_length=32)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_ms: float = 0.0
+    duration_ms: float = 0.0
+    facts_extracted: int = 0
+    facts_invalid: int = 0
+    facts_added: int = 0
+    facts_merged: int = 0
+    facts_superseded: int = 0
+    skipped_reason: str | None = Field(default=None, max_length=64)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    enqueued_at: dt.datetime | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    updated_at: dt.datetime = Field(default_factory=utcnow)

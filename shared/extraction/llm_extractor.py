@@ -1,0 +1,96 @@
+"""The LLM extractor: one JSON-schema chat call per turn, then per-item validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Literal
+
+from shared.config import ExtractionSettings, LLMSettings
+from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.prefilter import is_small_talk
+from shared.extraction.schemas import TypedFact, strict_json_schema
+from shared.llm.client import LLMClient, MalformedOutput
+from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_NAME = "extracted_facts"
+
+
+class LLMExtractor:
+    """Implements `Extractor` with an OpenAI-compatible model.
+
+    Malformed replies (not JSON, or JSON without a "facts" list) get one repair call inside
+    LLMClient, then fail with MalformedOutput, a PermanentError: retrying the same prompt
+    with temperature 0 would most likely fail the same way. Items inside "facts" are
+    validated one by one; an invalid item is dropped and counted, never repaired.
+    """
+
+    kind: Literal["llm", "offline"] = "llm"
+    version: str = EXTRACTOR_VERSION
+
+    def __init__(
+        self,
+        llm: LLMSettings,
+        extraction: ExtractionSettings,
+        *,
+        client: LLMClient | None = None,
+    ) -> None:
+        self.llm_settings = llm
+        self.settings = extraction
+        # A shared client may be passed in so one process keeps one connection pool.
+        self.client = client or LLMClient(llm)
+        self._schema = strict_json_schema()
+        self._prompt_hash = prompt_hash()
+
+    def extract(self, turn: TurnInput) -> ExtractionResult:
+        if self.settings.prefilter and is_small_talk(turn.user_message):
+            return self._result([], skipped_reason="small_talk")
+        limit = self.settings.max_message_chars
+        turn = dataclasses.replace(
+            turn,
+            user_message=turn.user_message[:limit],
+            assistant_message=turn.assistant_message[:limit] if turn.assistant_message else None,
+        )
+        system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
+        reply = self.client.complete_json(
+            system=system, user=user, schema=self._schema, schema_name=SCHEMA_NAME
+        )
+        items = reply.data.get("facts") if isinstance(reply.data, dict) else None
+        if not isinstance(items, list):  # LLMClient checks the top level; this is for mypy
+            raise MalformedOutput("LLM reply has no 'facts' list")
+        facts, dropped_invalid, dropped_over, reasons = validate_items(
+            items,
+            max_facts=self.settings.max_facts_per_turn,
+            min_confidence=self.settings.min_confidence,
+        )
+        if dropped_invalid:
+            logger.info(
+                "dropped invalid facts",
+                extra={"dropped": dropped_invalid, "reasons": reasons[:5]},
+            )
+        result = self._result(facts, model=reply.model)
+        result.dropped_invalid = dropped_invalid
+        result.dropped_over_limit = dropped_over
+        result.invalid_reasons = reasons
+        result.prompt_tokens = reply.prompt_tokens
+        result.completion_tokens = reply.completion_tokens
+        result.llm_ms = reply.latency_ms
+        return result
+
+    def _result(
+        self,
+        facts: list[TypedFact],
+        *,
+        model: str | None = None,
+        skipped_reason: str | None = None,
+    ) -> ExtractionResult:
+        return ExtractionResult(
+            facts=facts,
+            extractor="llm",
+            extractor_version=self.version,
+            model=model or self.llm_settings.model,
+            prompt_hash=self._prompt_hash,
+            skipped_reason=skipped_reason,
+        )

@@ -1,0 +1,179 @@
+"""One extraction run end to end: claim → extract (LLM, no transaction open) → embed → write under the user's lock.
+
+Idempotent: a run already done returns at once, and a rerun of a half-finished one
+re-derives the same fact ids, so nothing is counted or stored twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session
+
+from shared.db.engine import session_scope
+from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
+from shared.errors import PermanentError, TransientError, Unavailable
+from shared.extraction.base import ExtractionResult, TurnInput
+from shared.memory.writer import provenance_for, write_facts
+from shared.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+FINISHED = ("done", "skipped")
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str
+    added: int = 0
+    merged: int = 0
+    superseded: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) -> RunOutcome:
+    """Raises TransientError (after recording it) when a retry may help and attempts remain."""
+    started = time.perf_counter()
+    claimed = _claim(runtime, run_id)
+    if isinstance(claimed, RunOutcome):
+        return claimed
+    turn, run = claimed
+    try:
+        result = runtime.extractor.extract(turn)
+        if result.skipped_reason or not result.facts:
+            outcome = RunOutcome(run_id, "skipped" if result.skipped_reason else "done")
+            _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
+            return outcome
+        embeddings = runtime.embedder.embed([f.content for f in result.facts])
+        prov = provenance_for(
+            run, seen_at=turn.session_date, extractor=result.extractor,
+            extractor_version=result.extractor_version, model=result.model,
+        )
+        collection = runtime.collection_for(tenant_id=run.tenant_id, user_id=run.user_id)
+        with runtime.user_locks.hold(run.user_id), Session(runtime.engine) as session:
+            written = write_facts(
+                session=session, vectors=runtime.vectors, collection=collection,
+                facts=result.facts, embeddings=embeddings, prov=prov,
+                dedup_threshold=runtime.settings.extraction.dedup_threshold,
+            )
+        outcome = RunOutcome(
+            run_id, "done", added=len(written.added), merged=len(written.merged),
+            superseded=len(written.superseded),
+        )
+        _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
+        return outcome
+    except IntegrityError as exc:
+        # Lost a race the per-user lock should prevent (e.g. the lock expired mid-write):
+        # the unique index kept the data right; the retry merges instead of inserting.
+        _record_error(runtime, run_id, "concurrent write to the same fact", final=last_attempt)
+        raise TransientError("concurrent write to the same fact") from exc
+    except OperationalError as exc:  # database locked / connection dropped
+        _record_error(runtime, run_id, f"database: {exc.orig}", final=last_attempt)
+        raise TransientError(f"database error: {exc.orig}") from exc
+    except (TransientError, Unavailable) as exc:  # Unavailable: Qdrant server unreachable
+        _record_error(runtime, run_id, exc.message, final=last_attempt)
+        raise TransientError(exc.message) from exc
+    except PermanentError as exc:
+        _record_error(runtime, run_id, exc.message, final=True)
+        return RunOutcome(run_id, "failed")
+    except Exception as exc:
+        # A bug, not bad luck: fail visibly instead of leaving the run "running" for the
+        # sweeper to resend forever.
+        _record_error(runtime, run_id, f"{type(exc).__name__}: {exc}", final=True)
+        raise
+
+
+def _claim(runtime: Runtime, run_id: str) -> tuple[TurnInput, ExtractionRun] | RunOutcome:
+    with session_scope(runtime.engine) as session:
+        run = session.get(ExtractionRun, run_id)
+        if run is None:  # its user was deleted since: nothing to do
+            return RunOutcome(run_id, "gone")
+        if run.status in FINISHED:
+            return RunOutcome(run_id, run.status)
+        message = session.get(Message, run.message_id)
+        chat = session.get(ChatSession, run.session_id)
+        user = session.get(User, run.user_id)
+        if message is None or chat is None or user is None:
+            return RunOutcome(run_id, "gone")
+        reply = session.get(Message, run.reply_message_id) if run.reply_message_id else None
+        run.status = "running"
+        run.attempts += 1
+        run.started_at = utcnow()
+        run.updated_at = run.started_at
+        message.extraction_status = "running"
+        session.add_all([run, message])
+        turn = TurnInput(
+            user_message=message.content,
+            assistant_message=reply.content if reply else None,
+            session_date=message.created_at,
+            user_speaker=message.speaker or "User",
+            assistant_speaker=(reply.speaker if reply and reply.speaker else "Assistant"),
+        )
+        session.flush()
+        session.expunge(run)
+        return turn, run
+
+
+def _result_fields(result: ExtractionResult) -> dict[str, object]:
+    return {
+        "extractor": result.extractor,
+        "extractor_version": result.extractor_version,
+        "model": result.model,
+        "prompt_hash": result.prompt_hash,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "llm_ms": result.llm_ms,
+        "facts_extracted": len(result.facts),
+        "facts_invalid": result.dropped_invalid,
+        "skipped_reason": result.skipped_reason,
+    }
+
+
+def _finish(
+    runtime: Runtime, run_id: str, outcome: RunOutcome, *, result_fields: dict[str, object],
+    started: float,
+) -> None:
+    with session_scope(runtime.engine) as session:
+        run = session.get(ExtractionRun, run_id)
+        if run is None:
+            return
+        for key, value in result_fields.items():
+            setattr(run, key, value)
+        run.status = outcome.status
+        run.error = None
+        run.facts_added = outcome.added
+        run.facts_merged = outcome.merged
+        run.facts_superseded = outcome.superseded
+        run.finished_at = utcnow()
+        run.updated_at = run.finished_at
+        run.duration_ms = (time.perf_counter() - started) * 1000
+        session.add(run)
+        _set_message_status(session, run, outcome.status)
+
+
+def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> None:
+    log.warning("extraction run %s failed: %s", run_id, error, extra={"run_id": run_id})
+    with session_scope(runtime.engine) as session:
+        run = session.get(ExtractionRun, run_id)
+        if run is None:
+            return
+        run.status = "failed" if final else "retrying"
+        run.error = error[:2000]
+        run.updated_at = utcnow()
+        if final:
+            run.finished_at = run.updated_at
+        session.add(run)
+        _set_message_status(session, run, run.status)
+
+
+def _set_message_status(session: Session, run: ExtractionRun, status: str) -> None:
+    message = session.get(Message, run.message_id)
+    if message is not None:
+        message.extraction_status = status
+        session.add(message)

@@ -1,0 +1,191 @@
+"""The six typed fact schemas an extractor may emit, and the slot key used to spot contradictions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+FactType = Literal["identity", "preference", "fact", "decision", "goal", "relationship"]
+FACT_TYPES: tuple[FactType, ...] = (
+    "identity",
+    "preference",
+    "fact",
+    "decision",
+    "goal",
+    "relationship",
+)
+
+
+class _FactBase(BaseModel):
+    """Fields every fact carries. `content` is one third-person sentence naming the person."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    content: str = Field(min_length=3, max_length=500)
+    subject: str = Field(min_length=1, max_length=100, description="who the fact is about")
+    confidence: float = Field(ge=0.0, le=1.0)
+    tags: list[str] = Field(default_factory=list, max_length=8)
+    valid_from: dt.date | None = Field(
+        default=None, description="the absolute date the fact became true, if stated"
+    )
+
+    @field_validator("tags")
+    @classmethod
+    def _clean_tags(cls, tags: list[str]) -> list[str]:
+        return sorted({t.strip().lower() for t in tags if t.strip()})[:8]
+
+    def slot_attribute(self) -> str | None:
+        """The attribute whose single value this fact asserts; None → never superseded."""
+        return None
+
+    def slot_value(self) -> str:
+        """The value held in the slot: a different value in the same slot is a contradiction."""
+        return ""
+
+    @property
+    def slot(self) -> str | None:
+        attribute = self.slot_attribute()
+        if not attribute:
+            return None
+        return f"{self.type}/{slot_part(self.subject)}/{slot_part(attribute)}"  # type: ignore[attr-defined]
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The type-specific fields, as stored in the fact row."""
+        common = set(_FactBase.model_fields) | {"type"}
+        return self.model_dump(mode="json", exclude=common)
+
+
+# Attributes a person can hold several values of at once: never superseded by a new value.
+MULTI_VALUED_ATTRIBUTES = frozenset({"language", "languages", "pet", "pets", "hobby", "hobbies"})
+
+
+class IdentityFact(_FactBase):
+    type: Literal["identity"]
+    attribute: str = Field(min_length=1, max_length=60, description="name, age, job, city...")
+    value: str = Field(min_length=1, max_length=200)
+
+    def slot_attribute(self) -> str | None:
+        if slot_part(self.attribute) in MULTI_VALUED_ATTRIBUTES:
+            return f"{self.attribute}:{self.value}"
+        return self.attribute
+
+    def slot_value(self) -> str:
+        return self.value
+
+
+class PreferenceFact(_FactBase):
+    type: Literal["preference"]
+    topic: str = Field(min_length=1, max_length=100, description="what the preference is about")
+    sentiment: Literal["likes", "dislikes", "prefers", "avoids"]
+    value: str = Field(min_length=1, max_length=200)
+
+    def slot_attribute(self) -> str | None:
+        # "prefers" picks one option for a topic (a new pick replaces it); likes and
+        # dislikes accumulate, and only flip for the same thing ("likes jazz" → "dislikes jazz").
+        if self.sentiment == "prefers":
+            return self.topic
+        return f"{self.topic}:{self.value}"
+
+    def slot_value(self) -> str:
+        return self.value if self.sentiment == "prefers" else self.sentiment
+
+
+class GeneralFact(_FactBase):
+    type: Literal["fact"]
+    attribute: str | None = Field(
+        default=None, max_length=60, description="set only when the fact has one current value"
+    )
+    value: str | None = Field(default=None, max_length=200)
+
+    def slot_attribute(self) -> str | None:
+        return self.attribute if self.value else None
+
+    def slot_value(self) -> str:
+        return self.value or ""
+
+
+class DecisionFact(_FactBase):
+    type: Literal["decision"]
+    topic: str = Field(min_length=1, max_length=100)
+    choice: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=300)
+
+    def slot_attribute(self) -> str | None:
+        return self.topic
+
+    def slot_value(self) -> str:
+        return self.choice
+
+
+class GoalFact(_FactBase):
+    type: Literal["goal"]
+    goal: str = Field(min_length=1, max_length=200)
+    target_date: dt.date | None = None
+    status: Literal["active", "achieved", "abandoned"] = "active"
+
+    def slot_attribute(self) -> str | None:
+        return self.goal  # the same goal, reported achieved or abandoned, replaces "active"
+
+    def slot_value(self) -> str:
+        return self.status
+
+
+class RelationshipFact(_FactBase):
+    type: Literal["relationship"]
+    person: str = Field(min_length=1, max_length=100, description="the other person's name")
+    relation: str = Field(min_length=1, max_length=60, description="sister, manager, friend...")
+
+    def slot_attribute(self) -> str | None:
+        return f"{self.relation}:{self.person}"
+
+
+TypedFact = Annotated[
+    IdentityFact | PreferenceFact | GeneralFact | DecisionFact | GoalFact | RelationshipFact,
+    Field(discriminator="type"),
+]
+FACT_MODELS: dict[str, type[_FactBase]] = {
+    "identity": IdentityFact,
+    "preference": PreferenceFact,
+    "fact": GeneralFact,
+    "decision": DecisionFact,
+    "goal": GoalFact,
+    "relationship": RelationshipFact,
+}
+typed_fact_adapter: TypeAdapter[TypedFact] = TypeAdapter(TypedFact)
+
+_SLOT_JUNK = re.compile(r"[^a-z0-9]+")
+
+
+def slot_part(text: str) -> str:
+    return _SLOT_JUNK.sub("_", text.lower()).strip("_")
+
+
+def strict_json_schema() -> dict[str, Any]:
+    """The response schema sent to the LLM: OpenAI "strict" rules (every key required,
+    no extra keys, optional values as nullable)."""
+
+    def strictify(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {k: strictify(v) for k, v in node.items() if k not in ("title", "default")}
+            if node.get("type") == "object" and "properties" in node:
+                node["required"] = list(node["properties"])
+                node["additionalProperties"] = False
+            for key in ("maxLength", "minLength", "maxItems", "minimum", "maximum", "format"):
+                node.pop(key, None)
+            return node
+        if isinstance(node, list):
+            return [strictify(v) for v in node]
+        return node
+
+    items = [strictify(model.model_json_schema()) for model in FACT_MODELS.values()]
+    return {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": {"anyOf": items}}},
+        "required": ["facts"],
+        "additionalProperties": False,
+    }
+

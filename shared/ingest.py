@@ -1,0 +1,279 @@
+"""Storing chat messages as the source of truth, and opening one pending extraction run per user turn."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from sqlalchemy import update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from shared.config import Settings
+from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
+from shared.errors import Conflict, InvalidInput, NotFound
+from shared.tokens import count_tokens
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$")
+ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit"
+
+
+def check_identifier(value: str) -> str:
+    if not _ID_RE.match(value):
+        raise ValueError(f"invalid id {value[:40]!r}: use {ID_RULE}")
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(check_identifier)]
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime:
+    if value is None:
+        return utcnow()
+    # A timestamp without an offset is taken as UTC rather than refused: most chat logs are.
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    speaker: str | None = Field(default=None, max_length=100)
+    external_id: Identifier | None = None
+    created_at: dt.datetime | None = None
+
+
+class TurnIn(BaseModel):
+    """One exchange: the user's message and, usually, the assistant's reply."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier
+    user_message: MessageIn | str
+    assistant_message: MessageIn | str | None = None
+    created_at: dt.datetime | None = None
+
+
+class TranscriptLine(BaseModel):
+    """One message of an existing transcript (`tiermem import` and POST /v1/import)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier = Field(validation_alias="user_id")
+    session_id: Identifier
+    role: Role
+    content: str
+    speaker: str | None = Field(default=None, max_length=100)
+    created_at: dt.datetime | None = None
+    external_id: Identifier | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    role: Role
+    content: str
+    speaker: str | None = None
+    external_id: str | None = None
+    created_at: dt.datetime | None = None
+
+
+@dataclass
+class IngestResult:
+    session: ChatSession
+    messages: list[Message]
+    runs: list[ExtractionRun]  # new pending runs: enqueue these after the commit
+    duplicates: int = 0  # messages whose external_id was already stored
+    existing_runs: list[ExtractionRun] = field(default_factory=list)
+
+
+def turn_messages(turn: TurnIn) -> list[NewMessage]:
+    out: list[NewMessage] = []
+    for role, msg in (("user", turn.user_message), ("assistant", turn.assistant_message)):
+        if msg is None:
+            continue
+        m = MessageIn(content=msg) if isinstance(msg, str) else msg
+        out.append(
+            NewMessage(
+                role=role,  # type: ignore[arg-type]
+                content=m.content,
+                speaker=m.speaker,
+                external_id=m.external_id,
+                created_at=m.created_at or turn.created_at,
+            )
+        )
+    return out
+
+
+def validate_content(content: str, *, settings: Settings, where: str) -> str:
+    if not content.strip():
+        raise InvalidInput(f"{where}: content is empty; send the message text")
+    limit = settings.extraction.max_message_chars
+    if len(content) > limit:
+        raise InvalidInput(
+            f"{where}: content is {len(content)} characters; the limit is {limit} "
+            "(TIERMEM_EXTRACTION__MAX_MESSAGE_CHARS)",
+            details={"length": len(content), "limit": limit},
+        )
+    if "\x00" in content:
+        raise InvalidInput(f"{where}: content contains a NUL character; remove it")
+    return content
+
+
+def ingest_messages(
+    *,
+    session: Session,
+    settings: Settings,
+    tenant_id: str,
+    user_external_id: str,
+    session_external_id: str,
+    messages: Sequence[NewMessage],
+    extractor: str,
+) -> IngestResult:
+    """Append messages to a session (created on first use) and open one run per user message.
+
+    Everything is validated before anything is written. The caller commits, then enqueues
+    `result.runs` — the outbox sweeper covers a crash in between.
+    """
+    if not messages:
+        raise InvalidInput("no messages to store")
+    for i, m in enumerate(messages):
+        validate_content(m.content, settings=settings, where=f"messages[{i}] ({m.role})")
+
+    user = _get_or_create_user(session, tenant_id, user_external_id)
+    chat = _get_or_create_session(session, tenant_id, user, session_external_id)
+
+    # Messages a client re-sends with the same external_id are not stored twice.
+    ext_ids = [m.external_id for m in messages if m.external_id]
+    known: dict[str, Message] = {}
+    if ext_ids:
+        rows = session.exec(
+            select(Message).where(
+                Message.session_id == chat.id, col(Message.external_id).in_(ext_ids)
+            )
+        ).all()
+        known = {r.external_id: r for r in rows if r.external_id}
+    fresh = [m for m in messages if not (m.external_id and m.external_id in known)]
+
+    result = IngestResult(session=chat, messages=[], runs=[], duplicates=len(messages) - len(fresh))
+    if result.duplicates:
+        run_ids = {r.run_id for r in known.values() if r.run_id}
+        if run_ids:
+            result.existing_runs = list(
+                session.exec(select(ExtractionRun).where(col(ExtractionRun.id).in_(run_ids)))
+            )
+    if not fresh:
+        result.messages = [known[m.external_id] for m in messages if m.external_id]
+        return result
+
+    first_seq = _reserve_seqs(session, chat.id, len(fresh))
+    now = utcnow()
+    stored: list[Message] = []
+    for offset, m in enumerate(fresh):
+        row = Message(
+            tenant_id=tenant_id,
+            user_id=user.id,
+            session_id=chat.id,
+            seq=first_seq + offset,
+            role=m.role,
+            speaker=m.speaker,
+            content=m.content,
+            token_count=count_tokens(m.content),
+            external_id=m.external_id,
+            created_at=_aware(m.created_at),
+            received_at=now,
+        )
+        stored.append(row)
+    # A user message and the assistant reply right after it form one turn: one run.
+    for i, row in enumerate(stored):
+        if row.role != "user":
+            continue
+        reply = stored[i + 1] if i + 1 < len(stored) and stored[i + 1].role == "assistant" else None
+        run = ExtractionRun(
+            tenant_id=tenant_id,
+            user_id=user.id,
+            session_id=chat.id,
+            message_id=row.id,
+            reply_message_id=reply.id if reply else None,
+            extractor=extractor,
+            enqueued_at=now,
+        )
+        row.extraction_status = "pending"
+        row.run_id = run.id
+        result.runs.append(run)
+    session.add_all(stored)
+    session.flush()  # messages before runs: runs reference them
+    session.add_all(result.runs)
+    chat.updated_at = now
+    session.add(chat)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise Conflict(
+            "a message with one of these external_ids was stored at the same moment; "
+            "retry the request (it is idempotent on external_id)"
+        ) from exc
+    result.messages = stored
+    return result
+
+
+def _reserve_seqs(session: Session, chat_id: str, n: int) -> int:
+    """Atomically take `n` positions in the session; concurrent writers get disjoint ranges."""
+    stmt = (
+        update(ChatSession)
+        .where(col(ChatSession.id) == chat_id)
+        .values(next_seq=ChatSession.next_seq + n)
+        .returning(ChatSession.next_seq)
+    )
+    new_next = session.execute(stmt).scalar_one()
+    return int(new_next) - n
+
+
+def _insert_ignore(session: Session, table: type[User] | type[ChatSession], values: dict[str, object]) -> None:
+    dialect = session.get_bind().dialect.name
+    module = postgresql if dialect == "postgresql" else sqlite
+    stmt = module.insert(table.__table__).values(**values).on_conflict_do_nothing()  # type: ignore[attr-defined]
+    session.execute(stmt)
+
+
+def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> User:
+    query = select(User).where(User.tenant_id == tenant_id, User.external_id == external_id)
+    user = session.exec(query).first()
+    if user is None:
+        _insert_ignore(session, User, User(tenant_id=tenant_id, external_id=external_id).model_dump())
+        user = session.exec(query).one()
+    return user
+
+
+def _get_or_create_session(
+    session: Session, tenant_id: str, user: User, external_id: str
+) -> ChatSession:
+    query = select(ChatSession).where(
+        ChatSession.tenant_id == tenant_id, ChatSession.external_id == external_id
+    )
+    chat = session.exec(query).first()
+    if chat is None:
+        values = ChatSession(tenant_id=tenant_id, user_id=user.id, external_id=external_id)
+        _insert_ignore(session, ChatSession, values.model_dump())
+        chat = session.exec(query).one()
+    if chat.user_id != user.id:
+        raise Conflict(
+            f"session {external_id!r} belongs to another user; use a new session id",
+            details={"session_id": external_id},
+        )
+    return chat
+
+
+def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> User:
+    user = session.exec(
+        select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)
+    ).first()
+    if user is None:
+        raise NotFound(f"user {user_external_id!r} not found", details={"user_id": user_external_id})
+    return user

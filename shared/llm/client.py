@@ -1,0 +1,307 @@
+"""The OpenAI-compatible chat client: JSON replies, one repair call, errors mapped for retrying."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+
+from shared.config import LLMSettings
+from shared.errors import PermanentError, TransientError
+from shared.llm.prompts import json_mode_instructions, repair_instructions
+
+logger = logging.getLogger(__name__)
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+# Statuses the openai client itself would retry: 408 request timeout, 409 lock conflict,
+# 429 and 5xx. Our Celery task does the retrying, so these become TransientError.
+_TRANSIENT_STATUSES = {408, 409, 429}
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "number": (int, float),
+    "integer": int,
+}
+
+
+class MalformedOutput(PermanentError):
+    """The model's reply was not the JSON asked for, even after one repair attempt."""
+
+    code = "llm_malformed_output"
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    data: Any  # the parsed JSON
+    raw: str  # the text the parsed JSON came from (the repaired text after a repair)
+    model: str
+    # Summed over both calls when a repair was needed: they are what the turn cost.
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    repaired: bool = False
+
+
+@dataclass(frozen=True)
+class _Call:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+
+
+class LLMClient:
+    """One per process: the underlying httpx pool is thread-safe and shared by all calls.
+
+    The openai client's own retries are off (max_retries=0) because the Celery task retries
+    TransientError with backoff; retrying in both places would multiply the waits.
+    """
+
+    def __init__(self, settings: LLMSettings) -> None:
+        if not settings.base_url:
+            raise PermanentError(
+                "no LLM endpoint configured: set TIERMEM_LLM__BASE_URL "
+                "(or use the offline extractor)"
+            )
+        self.settings = settings
+        self.base_url = settings.base_url
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def complete_json(
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+    ) -> LLMReply:
+        """Ask for a JSON reply matching `schema`; repair malformed output once.
+
+        Raises TransientError (worth retrying), PermanentError, or MalformedOutput when the
+        reply is still not usable JSON after the repair call.
+        """
+        if self.settings.response_format == "json_object":
+            system = system + json_mode_instructions(schema)
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
+        response_format = self._response_format(schema, schema_name)
+        started = time.perf_counter()
+        first = self._call(messages, response_format)
+        data, problem = _parse(first.text, schema)
+        calls = [first]
+        if problem is not None:
+            logger.warning(
+                "llm reply unusable, asking once for a repair",
+                extra={"problem": problem, "model": first.model, "finish": first.finish_reason},
+            )
+            repair: list[ChatCompletionMessageParam] = [
+                *messages,
+                {"role": "assistant", "content": first.text},
+                {"role": "user", "content": repair_instructions(problem)},
+            ]
+            second = self._call(repair, response_format)
+            calls.append(second)
+            data, problem = _parse(second.text, schema)
+            if problem is not None:
+                hint = ""
+                if second.finish_reason == "length":
+                    hint = " (the reply hit max_tokens: raise TIERMEM_LLM__MAX_TOKENS)"
+                raise MalformedOutput(
+                    f"LLM reply is not the JSON asked for after one repair attempt: "
+                    f"{problem}{hint}; output starts {second.text[:200]!r}",
+                    details={"model": second.model, "output_head": second.text[:200]},
+                )
+        latency_ms = (time.perf_counter() - started) * 1000
+        reply = LLMReply(
+            data=data,
+            raw=calls[-1].text,
+            model=calls[-1].model,
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
+            latency_ms=latency_ms,
+            repaired=len(calls) > 1,
+        )
+        logger.info(
+            "llm json call done",
+            extra={
+                "model": reply.model,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "latency_ms": round(latency_ms, 1),
+                "repaired": reply.repaired,
+            },
+        )
+        return reply
+
+    def _response_format(self, schema: dict[str, Any], schema_name: str) -> Any:
+        if self.settings.response_format == "json_object":
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+        }
+
+    def _call(self, messages: list[ChatCompletionMessageParam], response_format: Any) -> _Call:
+        try:
+            completion: ChatCompletion = self._client.chat.completions.create(
+                model=self.settings.model,
+                messages=messages,
+                response_format=response_format,
+                temperature=self.settings.temperature,
+                max_tokens=self.settings.max_tokens,
+            )
+        except openai.APIError as exc:
+            raise self._map_error(exc) from exc
+        except ValueError as exc:  # a 200 whose body is not JSON at all (openai lets it out)
+            raise self._not_an_api(exc) from exc
+        # openai builds the model without validating it, so a JSON body of the wrong
+        # shape shows up here as a missing or mistyped attribute.
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise self._not_an_api("no choices in the reply")
+        try:
+            choice = choices[0]
+            text = choice.message.content or ""
+            refusal = getattr(choice.message, "refusal", None)
+            finish_reason = choice.finish_reason
+            usage = getattr(completion, "usage", None)
+            prompt_tokens = int(usage.prompt_tokens) if usage else 0
+            completion_tokens = int(usage.completion_tokens) if usage else 0
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._not_an_api(f"unexpected reply shape: {exc}") from exc
+        if refusal:
+            raise PermanentError(
+                f"LLM refused the request: {str(refusal)[:200]}",
+                details={"model": completion.model},
+            )
+        return _Call(
+            text=text,
+            model=getattr(completion, "model", None) or self.settings.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=finish_reason,
+        )
+
+    def _map_error(self, exc: openai.APIError) -> TransientError | PermanentError:
+        where = self.base_url
+        details: dict[str, Any] = {"base_url": where, "model": self.settings.model}
+        # APITimeoutError subclasses APIConnectionError, so it goes first.
+        if isinstance(exc, openai.APITimeoutError):
+            return TransientError(
+                f"LLM timed out after {self.settings.timeout_s:g}s at {where}",
+                details=details,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return TransientError(f"LLM connection failed at {where}: {cause}", details=details)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            details["status"] = status
+            said = _error_text(exc)
+            if status == 429:
+                return TransientError(f"LLM rate-limited (429) at {where}: {said}", details=details)
+            if status >= 500:
+                return TransientError(
+                    f"LLM server error ({status}) at {where}: {said}", details=details
+                )
+            if status in _TRANSIENT_STATUSES:
+                return TransientError(f"LLM busy ({status}) at {where}: {said}", details=details)
+            return PermanentError(f"{_advice(status, self.settings)} ({said})", details=details)
+        # APIResponseValidationError and friends: a 2xx that is not a chat completion.
+        return self._not_an_api(exc)
+
+    def _not_an_api(self, problem: object) -> PermanentError:
+        # Usually a base_url pointing at a web page or proxy rather than the API root.
+        return PermanentError(
+            f"LLM endpoint at {self.base_url} did not answer like an OpenAI-compatible API "
+            f"({problem}): check TIERMEM_LLM__BASE_URL (usually ends in /v1)",
+            details={"base_url": self.base_url, "model": self.settings.model},
+        )
+
+
+def _advice(status: int, settings: LLMSettings) -> str:
+    where = settings.base_url
+    if status == 401:
+        return f"LLM rejected the API key (401) at {where}: check TIERMEM_LLM__API_KEY"
+    if status == 403:
+        return (
+            f"LLM refused access (403) at {where}: check that TIERMEM_LLM__API_KEY may use "
+            f"model {settings.model!r}"
+        )
+    if status == 404:
+        return (
+            f"LLM endpoint or model not found (404) at {where}: check TIERMEM_LLM__BASE_URL "
+            f"(usually ends in /v1) and TIERMEM_LLM__MODEL ({settings.model!r})"
+        )
+    if status in (400, 422):
+        hint = (
+            "; if the server does not support JSON-schema output, set "
+            "TIERMEM_LLM__RESPONSE_FORMAT=json_object"
+            if settings.response_format == "json_schema"
+            else ""
+        )
+        return f"LLM rejected the request ({status}) at {where}{hint}"
+    return f"LLM answered HTTP {status} at {where}"
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])[:300]
+    return str(exc.message)[:300]
+
+
+def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """(data, None) when `text` is JSON whose top level fits `schema`, else (None, problem).
+
+    Only the top level is checked: items inside are validated one by one by the caller,
+    so one bad item costs that item, not a repair call.
+    """
+    fenced = _FENCE.match(text)
+    if fenced:  # ```json ... ``` is common and harmless; not worth a repair call
+        text = fenced.group(1)
+    if not text.strip():
+        return None, "the reply was empty"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, f"it is not valid JSON ({exc})"
+    return data, _top_level_problem(data, schema)
+
+
+def _top_level_problem(data: Any, schema: dict[str, Any]) -> str | None:
+    expected = schema.get("type")
+    if expected == "object":
+        if not isinstance(data, dict):
+            return f"expected a JSON object, got {type(data).__name__}"
+        properties = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in data:
+                return f"the object has no {key!r} key"
+            want = properties.get(key, {}).get("type")
+            python_type = _JSON_TYPES.get(want) if isinstance(want, str) else None
+            if python_type and not isinstance(data[key], python_type):
+                return f"{key!r} should be a JSON {want}, got {type(data[key]).__name__}"
+    elif expected == "array" and not isinstance(data, list):
+        return f"expected a JSON array, got {type(data).__name__}"
+    return None

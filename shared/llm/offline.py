@@ -1,0 +1,221 @@
+"""The labelled rule-based extractor used when no LLM is configured ("offline-1")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from typing import Literal
+
+from shared.config import ExtractionSettings
+from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.prefilter import is_small_talk
+from shared.extraction.schemas import typed_fact_adapter
+from shared.llm.offline_dates import find_date, warm_up
+from shared.llm.offline_lexicon import Ctx, Item, strip_fillers
+from shared.llm.offline_rules import MENTIONS, RULES
+
+VERSION = "offline-1"
+
+# Sentence ends, except after the usual abbreviations ("Dr. Smith", "St. Mary's").
+_SENTENCES = re.compile(
+    r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\be\.g\.)(?<!\bi\.e\.)"
+    r"(?<=[.!?])\s+|\s*\n+\s*|\s+[-–—]\s+"
+)
+_CONTRACTIONS = [
+    (re.compile(p, re.I), r)
+    for p, r in [
+        (r"\bi'm\b|\bim\b", "I am"),
+        (r"\bi've\b", "I have"),
+        (r"\bi'd\b", "I would"),
+        (r"\bi'll\b", "I will"),
+        (r"\bwe're\b", "we are"),
+        (r"\bwe've\b", "we have"),
+        (r"\bwe'd\b", "we would"),
+        (r"\bwe'll\b", "we will"),
+        (r"\bcan't\b", "cannot"),
+        (r"\bwon't\b", "will not"),
+        (r"\b(\w+)n't\b", r"\1 not"),
+        (r"\bname's\b", "name is"),
+        (r"\bi\b", "I"),
+    ]
+]
+_OPENERS = re.compile(
+    r"^(?:(?:well|so|oh|also|actually|btw|by the way|anyway|anyways|honestly|and|but|plus|"
+    r"yeah|yes|no|nope|ok|okay|hey|hi|hello|fun fact|fyi|just so you know|as you know|"
+    r"as I said|as I mentioned|like I said|um|uh|hmm|sure|right|basically|personally|"
+    r"for the record|now|then|lol|haha|wait|true|nowadays|these days|currently)\b[,:!.]?\s*)+",
+    re.I,
+)
+# Hedges lower confidence rather than block: "I think I live in Berlin" is still a fact.
+_HEDGE_LEAD = re.compile(
+    r"^(?:I (?:think|guess|believe|suppose|reckon|feel like)|I am (?P<sure>pretty sure|"
+    r"fairly sure|not sure)(?: but)?)(?: that)?,?\s+",
+    re.I,
+)
+_HEDGE_WORDS = re.compile(r"\b(?:maybe|perhaps|probably|possibly)\b,?\s*", re.I)
+_MILD_WORDS = re.compile(r"\b(?:kind of|sort of|kinda|sorta)\b\s*", re.I)
+# "would" makes a clause hypothetical unless it is a wish about the person's own life.
+_HYPOTHETICAL = re.compile(r"^I wish\b|\bwould\b(?! (?:like|love|rather|prefer)\b)", re.I)
+_HYPOTHETICAL_SENTENCE = re.compile(
+    r"^(?:if|suppose|supposing|imagine|pretend|assuming|what if|even if|unless|in case|"
+    r"hypothetically|let us say|let's say)\b",
+    re.I,
+)
+_CONDITION_TAIL = re.compile(r",?\s+(?:if|unless)\b.*$", re.I)
+_ADVERBS = re.compile(
+    r"^((?:I|we)(?: am| are| have| have been| do| did)?)\s+(?:(?:really|also|actually|"
+    r"currently|still|now|just|totally|absolutely|definitely|honestly|truly|genuinely|"
+    r"usually|generally|always|mostly|finally|recently|already|seriously|even|"
+    r"particularly|especially|officially)\s+)+",
+    re.I,
+)
+_EMPHATIC_DO = re.compile(r"^I do (?=like|love|enjoy|have|live|work|speak|want|prefer)", re.I)
+# "can't stand" is a dislike, not a negation.
+_NEGATION = re.compile(
+    r"\b(?:not|never|no|no longer|anymore|any more|cannot(?! stand)|nobody)\b", re.I
+)
+_QUESTION_START = re.compile(
+    r"^(?:what|where|when|who|whom|whose|why|how|which|do|does|did|can|could|would|should|"
+    r"shall|will|is|are|am|was|were|have|has|had)\b",
+    re.I,
+)
+_ASKS = re.compile(  # questions without a question mark: "can you tell me where I live"
+    r"^(?:(?:can|could|would|will|do|does|did|should)\s+you|(?:what|where|who|why|how|which)"
+    r"\s+(?:is|are|do|does|did|should|would|can|could|will|was|were|am))\b",
+    re.I,
+)
+_FIRST_PERSON = r"(?:I|my|we|our)\b"
+# A verb after "and" whose subject is left out: "I'm from Lisbon but live in Berlin".
+_BARE_VERB = (
+    r"(?:live|work|love|like|enjoy|hate|prefer|have|own|speak|want|plan|hope|moved|"
+    r"grew|decided|chose|am|play|drive|study|turned|joined|started)\b"
+)
+_CLAUSES = re.compile(
+    rf"\s*;\s*|,?\s+(?:and|but|so|plus|while|although|though|whereas)\s+"
+    rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?={_FIRST_PERSON})",
+    re.I,
+)
+_BARE_VERB_START = re.compile(rf"^{_BARE_VERB}", re.I)
+
+
+class OfflineExtractor:
+    """Maps common first-person statements in the user's message to typed facts.
+
+    A fallback, labelled as such: no network, no model, well under a millisecond for a
+    typical turn. It reads only what the user said (never the assistant's reply), and its
+    output goes through the same validation and limits as the LLM path.
+    """
+
+    kind: Literal["llm", "offline"] = "offline"
+    version = VERSION
+
+    def __init__(self, extraction: ExtractionSettings) -> None:
+        self._settings = extraction
+        warm_up()
+
+    def extract(self, turn: TurnInput) -> ExtractionResult:
+        text = turn.user_message[: self._settings.max_message_chars]
+        if self._settings.prefilter and is_small_talk(text):
+            return ExtractionResult([], "offline", VERSION, skipped_reason="small_talk")
+        items = extract_items(text, speaker=turn.user_speaker, session_date=turn.session_date)
+        facts, invalid, over, reasons = validate_items(
+            items,
+            max_facts=self._settings.max_facts_per_turn,
+            min_confidence=self._settings.min_confidence,
+        )
+        return ExtractionResult(
+            facts,
+            "offline",
+            VERSION,
+            dropped_invalid=invalid,
+            dropped_over_limit=over,
+            invalid_reasons=reasons,
+        )
+
+
+def extract_items(text: str, *, speaker: str, session_date: dt.datetime) -> list[Item]:
+    """Raw fact dicts, in message order and without duplicates, not yet validated."""
+    name = speaker.strip()
+    generic = not name or name.lower() in ("user", "the user")
+    who, poss = ("the user", "the user's") if generic else (name, f"{name}'s")
+    base = Ctx(who, poss, "User" if generic else name, 0.9, session_date)
+    items: list[Item] = []
+    for sentence in _sentences(text):
+        for rule in MENTIONS:
+            for match in rule.pattern.finditer(sentence):
+                items.extend(rule.build(match, base))
+        for clause in _clauses(sentence):
+            items.extend(_clause_items(clause, base))
+    return _dedup(items)
+
+
+def _sentences(text: str) -> Iterator[str]:
+    text = text.replace("’", "'").replace("‘", "'")
+    for raw in _SENTENCES.split(text):
+        sentence = _OPENERS.sub("", raw.strip())
+        if not sentence or _HYPOTHETICAL_SENTENCE.match(sentence) or _ASKS.match(sentence):
+            continue
+        if sentence.rstrip(" !.").endswith("?"):
+            # Keep the statements before a trailing question: "I love jazz, do you?"
+            kept = []
+            for part in re.split(r",\s*", sentence.rstrip(" ?!.")):
+                if _QUESTION_START.match(_OPENERS.sub("", part)):
+                    break
+                kept.append(part)
+            else:
+                continue  # no question word at all ("I live in Berlin?"): doubtful, skip
+            sentence = ", ".join(kept)
+        if sentence:
+            yield sentence
+
+
+def _clauses(sentence: str) -> Iterator[str]:
+    for pattern, repl in _CONTRACTIONS:
+        sentence = pattern.sub(repl, sentence)
+    for i, clause in enumerate(_CLAUSES.split(sentence)):
+        clause = clause.strip(" \t,.!;:\"'()")
+        if i and _BARE_VERB_START.match(clause):
+            clause = f"I {clause}"
+        if clause:
+            yield clause
+
+
+def _clause_items(clause: str, base: Ctx) -> list[Item]:
+    text, confidence = _OPENERS.sub("", clause), base.confidence
+    if hedge := _HEDGE_LEAD.match(text):
+        sure = (hedge["sure"] or "").lower()
+        confidence = min(confidence, 0.8 if sure in ("pretty sure", "fairly sure") else 0.6)
+        text = _OPENERS.sub("", text[hedge.end() :])
+    if _HEDGE_WORDS.search(text):
+        confidence, text = min(confidence, 0.5), _HEDGE_WORDS.sub("", text)
+    if _MILD_WORDS.search(text):
+        confidence, text = min(confidence, 0.7), _MILD_WORDS.sub("", text)
+    if _HYPOTHETICAL.search(text):
+        return []
+    if condition := _CONDITION_TAIL.search(text):  # "I'll move to Paris if I get the job"
+        confidence, text = min(confidence, 0.6), text[: condition.start()]
+    negated = bool(_NEGATION.search(text))  # before "anymore" goes with the fillers
+    text, date = find_date(strip_fillers(text))
+    text = _EMPHATIC_DO.sub("I ", _ADVERBS.sub(r"\1 ", _OPENERS.sub("", strip_fillers(text))))
+    ctx = Ctx(base.who, base.poss, base.subject, confidence, base.session, date)
+    for rule in RULES:
+        if rule.negated != negated:
+            continue
+        if (match := rule.pattern.match(text)) and (built := rule.build(match, ctx)):
+            return built
+    return []
+
+
+def _dedup(items: list[Item]) -> list[Item]:
+    """One item per slot (the later statement wins: "I lived in Rome, now I live in Paris")
+    and per content; the first position is kept so the output follows the message."""
+    kept: dict[str, Item] = {}
+    for item in items:
+        try:
+            slot = typed_fact_adapter.validate_python(item).slot
+        except ValueError:
+            slot = None  # invalid items go on to validate_items, which counts them
+        key = f"{item.get('type')}|{slot or str(item.get('content', '')).lower()}"
+        kept[key] = item
+    return list(kept.values())

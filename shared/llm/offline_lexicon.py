@@ -1,0 +1,282 @@
+"""Word lists, text helpers and the builder context shared by the offline extractor's rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from shared.extraction.schemas import slot_part
+from shared.llm.offline_dates import DatePhrase, Prefer, When, resolve
+
+Item = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a builder knows besides its match: who speaks, how sure they sound, and when."""
+
+    who: str  # starts a sentence: "Ana" or "The user"
+    poss: str  # inside a sentence: "Ana's" or "the user's"
+    subject: str
+    confidence: float
+    session: dt.datetime
+    date: DatePhrase | None = None
+
+    @property
+    def poss_start(self) -> str:
+        return self.poss[:1].upper() + self.poss[1:]
+
+    def when(self, prefer: Prefer, *, since: bool = False) -> When | None:
+        return resolve(self.date, self.session, prefer, since=since) if self.date else None
+
+    def item(
+        self,
+        type_: str,
+        content: str,
+        tags: list[str],
+        *,
+        conf: float = 0.9,
+        valid_from: dt.date | None = None,
+        **fields: Any,
+    ) -> Item:
+        content = " ".join(content.split()).rstrip(" .,;") + "."
+        return {
+            "type": type_,
+            "content": content[:1].upper() + content[1:],
+            "subject": self.subject,
+            "confidence": round(min(conf, self.confidence), 2),
+            "tags": tags[:3],
+            "valid_from": valid_from,
+            **fields,
+        }
+
+    def identity(
+        self, attribute: str, value: str, content: str, *tags: str, **extra: Any
+    ) -> list[Item]:
+        """The one-item list most identity builders return."""
+        item = self.item("identity", content, list(tags), attribute=attribute, value=value, **extra)
+        return [item]
+
+
+Builder = Callable[[re.Match[str], Ctx], list[Item]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    build: Builder  # returns [] when the match turns out not to be its kind of statement
+    negated: bool  # True: the pattern states the negation itself ("I don't like X")
+
+
+def words(text: str) -> frozenset[str]:
+    """A word list written as one string, so it reads as a list and not as a column."""
+    return frozenset(text.split())
+
+
+def _aliases(text: str) -> dict[str, str]:
+    """Word → canonical word, from "mom=mother sister" (a bare word maps to itself)."""
+    return {word.split("=")[0]: word.split("=")[-1] for word in text.split()}
+
+
+# A sentence-initial "I am Ana" is a name only if the word is not one of these.
+NOT_NAMES = words(
+    "i a an the so sorry fine good back here done ok okay not just really also "
+    "still home ready sure glad happy new monday tuesday wednesday thursday "
+    "friday saturday sunday january february march april may june july august "
+    "september october november december christian muslim jewish catholic "
+    "buddhist hindu atheist vegan vegetarian gay lesbian bi trans queer is and said"
+)
+DEMONYMS = words(
+    "american british english scottish welsh irish canadian mexican brazilian argentinian "
+    "argentine chilean colombian peruvian venezuelan cuban german french italian spanish "
+    "portuguese dutch belgian swiss austrian swedish norwegian danish finnish icelandic polish "
+    "czech slovak hungarian romanian bulgarian greek turkish ukrainian russian serbian croatian "
+    "bosnian slovenian lithuanian latvian estonian chinese japanese korean vietnamese thai "
+    "filipino indonesian malaysian singaporean indian pakistani bangladeshi nepali iranian "
+    "iraqi israeli lebanese syrian egyptian moroccan algerian tunisian nigerian ghanaian "
+    "kenyan ethiopian south-african australian kiwi taiwanese saudi emirati jordanian"
+)
+LANGUAGES = words(
+    "english spanish french german italian portuguese dutch swedish norwegian danish finnish "
+    "icelandic polish czech slovak hungarian romanian bulgarian greek turkish ukrainian russian "
+    "serbian croatian arabic hebrew persian farsi hindi urdu bengali punjabi tamil telugu "
+    "marathi chinese mandarin cantonese japanese korean vietnamese thai indonesian malay "
+    "tagalog swahili amharic yoruba zulu afrikaans catalan basque galician welsh irish latin "
+    "esperanto lithuanian latvian estonian"
+)
+# "I'm a X" is an occupation only when the head noun is a job: "I'm a big fan" is not.
+JOBS = words(
+    "engineer developer programmer nurse teacher doctor physician surgeon lawyer attorney "
+    "manager designer chef cook pilot driver writer author artist scientist analyst architect "
+    "researcher professor lecturer student accountant consultant dentist pharmacist therapist "
+    "psychologist psychiatrist electrician plumber carpenter farmer firefighter officer "
+    "journalist editor photographer musician actor actress waiter waitress barista cashier "
+    "clerk secretary assistant technician mechanic paramedic veterinarian vet librarian "
+    "translator tutor coach trainer founder ceo cto cfo entrepreneur freelancer contractor "
+    "intern recruiter marketer economist physicist chemist biologist nutritionist counselor "
+    "baker butcher tailor hairdresser stylist realtor banker broker trader dev sre "
+    "administrator sysadmin pm illustrator animator producer director "
+    "salesman saleswoman salesperson rep specialist caregiver midwife paralegal judge "
+    "soldier sailor policeman policewoman detective pastor priest rabbi imam postdoc"
+)
+RELATIONS = _aliases(
+    "mother mom=mother mum=mother father dad=father sister brother son daughter wife husband "
+    "partner spouse girlfriend boyfriend fiance fiancee=fiance fiancé=fiance fiancée=fiance "
+    "friend roommate flatmate=roommate housemate=roommate neighbor neighbour=neighbor boss "
+    "manager supervisor coworker co-worker=coworker colleague teammate mentor therapist cousin "
+    "aunt uncle niece nephew grandmother grandma=grandmother grandfather grandpa=grandfather "
+    "stepmother stepfather ex ex-wife ex-husband landlord mother-in-law father-in-law"
+)
+REL = "(?:" + "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True)) + r")\b"
+REL_MOD = r"(?:(?:older|younger|little|big|twin|best|new|old|dear|late) )?"
+# Names must be capitalised even though the patterns ignore case: "my friend Sam", not
+# "my friend said".
+NAME = r"(?-i:[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)"
+PETS = r"(?:dog|cat|puppy|kitten|parrot|rabbit|bunny|hamster|horse|turtle|snake|bird)"
+
+# Objects of "I have ..." worth remembering; "I have a question" is not.
+HAVE_NOUNS = words(
+    "dog cat puppy kitten pet parrot bird fish hamster rabbit horse turtle snake kid child "
+    "children son daughter baby twins sibling brother sister grandchild car bike motorcycle "
+    "house apartment flat garden boat degree phd master's bachelor's diabetes asthma adhd "
+    "autism allergy migraines condition tattoo cabin farm business startup company"
+)
+CONDITIONS = (
+    r"(?:type \d )?(?:diabetes|asthma|adhd|autism|celiac disease|epilepsy|arthritis|dyslexia)"
+)
+POINTERS = words("it that this those these them you your him her when how what which doing being")
+POINTER_PHRASES = frozenset({"the idea", "the way", "the fact", "the thought", "the sound"})
+DIET = (
+    r"(?:vegetarian|vegan|pescatarian|pescetarian|keto|paleo|gluten-free|dairy-free|kosher"
+    r"|halal|teetotal|sober)"
+)
+# Lists of preferences are split on "and", except inside these.
+IDIOMS = frozenset(
+    {
+        "rock and roll",
+        "mac and cheese",
+        "salt and pepper",
+        "fish and chips",
+        "black and white",
+        "drum and bass",
+        "dungeons and dragons",
+        "r and b",
+        "sweet and sour",
+        "bread and butter",
+    }
+)
+# Goals the user states about this chat, not their life: "I want to know ...", "I want to
+# fix this bug".
+CHAT_VERBS = words(
+    "know ask say tell check confirm clarify mention add share thank talk chat "
+    "discuss understand figure make be go see sleep eat rest come help"
+)
+TASK_WORDS = words(
+    "function script code program query regex email message prompt bug error test tests file "
+    "files method class snippet answer example question this that it"
+)
+NOT_PLACES = words(
+    "fear hope denial peace harmony comfort luxury poverty misery silence "
+    "home night nights weekends shifts fun free my it this that"
+)
+_CUT = re.compile(
+    r"\s+(?:with|where|which|who|because|since|so|but|and|as|when|for|to be)\b.*$", re.I
+)
+_FILLERS = re.compile(
+    r"[\s,]+(?:now|currently|at the moment|these days|nowadays|for now|too|as "
+    r"well|a lot|so much|very much|lol|haha|though|right now|anymore|someday|one day|eventually|"
+    r"at some point|thanks|thank you|thx|please)$",
+    re.I,
+)
+_FIRST_PERSON = [
+    (re.compile(p), r)
+    for p, r in [
+        (r"\b[Mm]y\b", "their"),
+        (r"\b[Mm]ine\b", "theirs"),
+        (r"\b[Mm]yself\b", "themselves"),
+        (r"\b[Mm]e\b", "them"),
+        (r"\bI am\b", "they are"),
+        (r"\bI was\b", "they were"),
+        (r"\bI\b", "they"),
+        (r"\b[Oo]ur\b", "their"),
+        (r"\bwe\b", "they"),
+        (r"\bus\b", "them"),
+    ]
+]
+
+
+def third(text: str) -> str:
+    """First person → gender-neutral third person inside a captured value."""
+    for pattern, repl in _FIRST_PERSON:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def strip_fillers(text: str) -> str:
+    """Drop trailing words that carry nothing: "I live in Paris now" → "I live in Paris"."""
+    text = text.strip(" \t\"'.,;:!?")
+    while (stripped := _FILLERS.sub("", text)) != text:
+        text = stripped.strip(" \t\"'.,;:!?")
+    return text
+
+
+def clean(value: str | None, *, cut: bool = False) -> str:
+    """A captured value made ready to store: trimmed, fillers dropped, in the third person."""
+    value = (value or "").strip(" \t\"'.,;:!")
+    if cut:
+        value = _CUT.sub("", value)
+    return third(" ".join(strip_fillers(value).split()).strip(" ,"))
+
+
+def titled(value: str) -> str:
+    return value.title() if value.islower() else value
+
+
+def snake(text: str) -> str:
+    words = [w for w in slot_part(text).split("_") if w not in ("the", "a", "an", "to", "their")]
+    return "_".join(words)[:60].strip("_") or slot_part(text)[:60]
+
+
+def points_elsewhere(value: str) -> bool:
+    """True for "it", "that idea", "you": the object lives in the conversation, not in a fact."""
+    words = value.lower().split()
+    return not words or words[0] in POINTERS or " ".join(words[:2]) in POINTER_PHRASES
+
+
+def keyword(value: str) -> list[str]:
+    """A tag from a value's last word ("Italian food" → "food"), when it is a plain word."""
+    last = value.lower().split()[-1] if value.split() else ""
+    return [last] if last.isalpha() and 2 < len(last) <= 15 else []
+
+
+def article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
+def place(value: str | None) -> str | None:
+    text = clean(value, cut=True)
+    if not text or len(text.split()) > 6 or text.lower().split()[0] in NOT_PLACES:
+        return None
+    return titled(text) if text.split()[0].lower() not in ("a", "an", "the") else text
+
+
+def items_of(value: str) -> Iterator[str]:
+    """Split "hiking, swimming and cooking" into items; "rock and roll" stays whole."""
+    if value.lower() in IDIOMS:
+        yield value
+        return
+    for part in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or|as well as)\s+", value):
+        if part.strip():
+            yield part.strip()
+
+
+def when_suffix(when: When | None) -> str:
+    return f" {when.text}" if when else ""
+
+
+def past_date(c: Ctx, *, since: bool = False) -> tuple[str, dt.date | None]:
+    when = c.when("past", since=since)
+    return when_suffix(when), when.date if when else None

@@ -1,0 +1,236 @@
+"""Offline extractor builders for who the person is: identity, work, the people they know."""
+
+from __future__ import annotations
+
+import re
+
+from shared.llm.offline_lexicon import (
+    DEMONYMS,
+    JOBS,
+    LANGUAGES,
+    NOT_NAMES,
+    RELATIONS,
+    Ctx,
+    Item,
+    article,
+    clean,
+    items_of,
+    past_date,
+    place,
+    titled,
+    words,
+)
+
+M = re.Match[str]
+
+
+def opt(m: M, group: str) -> str | None:
+    """A named group that only some of a builder's patterns have."""
+    return m.groupdict().get(group)
+
+
+# --- identity ------------------------------------------------------------------------
+
+
+def name(m: M, c: Ctx) -> list[Item]:
+    bare = opt(m, "bare")  # "I'm Ana" is a weaker signal than "my name is Ana"
+    said = titled(clean(bare or m["v"]))
+    if not said or said.split()[0].lower() in NOT_NAMES | DEMONYMS:
+        return []
+    content = f"{c.poss_start} name is {said}"
+    return c.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
+
+
+def pronouns(m: M, c: Ctx) -> list[Item]:
+    v = m["v"].lower()
+    return c.identity("pronouns", v, f"{c.who} uses {v} pronouns", "identity")
+
+
+def age(m: M, c: Ctx) -> list[Item]:
+    years = int(m["v"])
+    if not 1 <= years <= 120:
+        return []
+    when, day = past_date(c)
+    turned = opt(m, "turned")
+    content = f"{c.who} turned {years}{when}" if turned else f"{c.who} is {years} years old"
+    return c.identity("age", str(years), content, "identity", valid_from=day)
+
+
+def birthday(m: M, c: Ctx) -> list[Item]:
+    born = m[0].lower().startswith("i was born")
+    v = clean(opt(m, "v"))
+    if born and v.lower().startswith("in "):  # a date would already be out: "born in Lisbon"
+        where = place(v[3:])
+        content = f"{c.who} was born in {where}"
+        return c.identity("birthplace", where, content, "identity", "origin") if where else []
+    # Kept as said: "March 3rd" has no year, so resolving it would invent one.
+    day = v or (c.date.core if c.date else "")
+    if not day:
+        return []
+    prep = "in" if re.fullmatch(r"\d{4}|[a-z]+,? \d{4}", day, re.I) else "on"
+    content = f"{c.who} was born {prep} {day}" if born else f"{c.poss_start} birthday is {day}"
+    return c.identity("birthday", day, content, "identity", "birthday")
+
+
+def nationality(m: M, c: Ctx) -> list[Item]:
+    v = m["v"].lower()
+    if v not in DEMONYMS:
+        return []
+    return c.identity("nationality", v.title(), f"{c.who} is {v.title()}", "identity", "origin")
+
+
+def languages(m: M, c: Ctx) -> list[Item]:
+    # "language" is multi-valued in the schema: speaking a new one adds, never replaces.
+    out = []
+    for part in items_of(clean(m["v"])):
+        said = re.sub(r"\s+(?:fluently|well|natively|badly|a bit|a little)$", "", part).split()
+        if said and said[-1].lower() in LANGUAGES:
+            lang = said[-1].title()
+            content = f"{c.who} speaks {' '.join([*said[:-1], lang])}"
+            out += c.identity("language", lang, content, "language")
+    return out
+
+
+def native_language(m: M, c: Ctx) -> list[Item]:
+    if m["v"].lower() not in LANGUAGES:
+        return []
+    lang = m["v"].title()
+    content = f"{c.poss_start} native language is {lang}"
+    return c.identity("native_language", lang, content, "language")
+
+
+def location(m: M, c: Ctx) -> list[Item]:
+    where = place(m["v"])
+    if not where:
+        return []
+    if opt(m, "moved"):
+        when, day = past_date(c)
+        content = f"{c.who} moved to {where}{when}"
+    else:
+        when, day = past_date(c, since=True)
+        content = f"{c.who} has lived in {where}{when}" if when else f"{c.who} lives in {where}"
+    return c.identity("location", where, content, "location", "home", valid_from=day)
+
+
+def hometown(m: M, c: Ctx) -> list[Item]:
+    where = place(m["v"])
+    if not where:
+        return []
+    verb = "grew up in" if opt(m, "grew") else "is from"
+    return c.identity("hometown", where, f"{c.who} {verb} {where}", "origin", "home")
+
+
+# --- work and study ------------------------------------------------------------------
+
+_STATUS_JOBS = ("retired", "unemployed", "self-employed", "between jobs")
+
+
+def _employer(text: str | None) -> str | None:
+    org = clean(text, cut=True)
+    if org.lower() in ("myself", "themselves"):
+        return "self-employed"
+    if not org or len(org.split()) > 6 or org.split()[0].lower() in ("home", "night", "it"):
+        return None
+    return titled(org)
+
+
+def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
+    job = re.sub(r"^(?:a|an)\s+", "", clean(opt(m, "job")), flags=re.I)
+    if job and not trusted and job.split()[-1].lower() not in JOBS:
+        return []  # "I'm a big fan of jazz" is not a job
+    org = _employer(opt(m, "org"))
+    joined = opt(m, "joined")
+    if len(job.split()) > 5 or (joined and not (org and org[0].isupper())):
+        return []  # "I joined a gym": only a named organisation is an employer
+    when, day = past_date(c, since=not joined)
+    out = []
+    if job:
+        verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
+        out += c.identity("occupation", job, f"{c.who} {verb} {job}", "work", valid_from=day)
+    if org and job.lower() == "student":
+        out += c.identity("school", org, f"{c.who} studies at {org}", "education")
+    elif org == "self-employed":
+        out += c.identity("employer", org, f"{c.who} is self-employed", "work")
+    elif org:
+        if joined:
+            content = f"{c.who} joined {org}{when}"
+        else:
+            content = f"{c.who} has worked at {org}{when}" if when else f"{c.who} works at {org}"
+        out += c.identity("employer", org, content, "work", valid_from=day)
+    return out
+
+
+def job_trusted(m: M, c: Ctx) -> list[Item]:
+    """For "I work as X": whatever X is, it is the job."""
+    return _work(m, c, trusted=True)
+
+
+def job_checked(m: M, c: Ctx) -> list[Item]:
+    """For "I'm a X": a job only when X ends in a known job noun."""
+    return _work(m, c, trusted=False)
+
+
+def industry(m: M, c: Ctx) -> list[Item]:
+    v = clean(m["v"])
+    if not v or v[0].isupper():  # "I work in Berlin" names a place, not a field
+        return []
+    return c.identity("industry", v, f"{c.who} works in {v}", "work")
+
+
+def remote(m: M, c: Ctx) -> list[Item]:
+    content = f"{c.who} works remotely"
+    return [c.item("fact", content, ["work"], attribute="work_arrangement", value="remote")]
+
+
+def study(m: M, c: Ctx) -> list[Item]:
+    field = clean(m["v"])
+    if not field or field.split()[0].lower() in ("for", "with", "at", "hard", "a", "it"):
+        return []
+    content = f"{c.who} studies {field}"
+    out = [c.item("fact", content, ["education"], attribute="field_of_study", value=field)]
+    if school := _employer(opt(m, "org")):
+        out += c.identity("school", school, f"{c.who} studies at {school}", "education")
+    return out
+
+
+def marital(m: M, c: Ctx) -> list[Item]:
+    v = m["v"].lower()
+    return c.identity("relationship_status", v, f"{c.who} is {v}", "family")
+
+
+# --- relationships -----------------------------------------------------------------
+
+_PARTNER = {
+    "married to": ("spouse", "married"),
+    "engaged to": ("fiance", "engaged"),
+    "dating": ("partner", None),
+    "seeing": ("partner", None),
+}
+_WORK_RELATIONS = words("boss manager supervisor coworker colleague teammate mentor")
+_FAMILY = words(
+    "mother father sister brother son daughter wife husband spouse partner fiance cousin aunt "
+    "uncle niece nephew grandmother grandfather stepmother stepfather mother-in-law father-in-law"
+)
+
+
+def relation(m: M, c: Ctx) -> list[Item]:
+    person = re.sub(r"'s$", "", m["name"])  # "my friend Sam's dog"
+    if person.split()[0].lower() in NOT_NAMES | DEMONYMS | LANGUAGES:
+        return []  # "my wife is Italian"
+    said = m["rel"].lower()
+    kind, status = _PARTNER.get(said, (RELATIONS.get(said, said), None))
+    mod = (opt(m, "mod") or "").lower()  # "older sister" is said; "sister" is the relation
+    shown = kind if kind in ("spouse", "partner") else f"{mod}{kind}"
+    area = "work" if kind in _WORK_RELATIONS else "family" if kind in _FAMILY else "friends"
+    content = f"{c.poss_start} {shown} is {person}"
+    out = [c.item("relationship", content, [area, "people"], person=person, relation=kind)]
+    if status:
+        out += c.identity("relationship_status", status, f"{c.who} is {status}", "family")
+    return out
+
+
+def pet(m: M, c: Ctx) -> list[Item]:
+    if m["name"].split()[0].lower() in NOT_NAMES:
+        return []
+    value = f"a {m['pet'].lower()} named {m['name']}"
+    return [c.item("fact", f"{c.who} has {value}", ["pets"], value=value)]

@@ -1,0 +1,220 @@
+"""The offline extractor's rule tables: first-person clause patterns mapped to fact builders."""
+
+from __future__ import annotations
+
+import re
+
+from shared.llm import offline_life as life
+from shared.llm import offline_profile as profile
+from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, PETS, REL, REL_MOD, Builder, Rule
+
+
+def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
+    """A rule from a pattern written in parts (joined), matched case-insensitively."""
+    return Rule(re.compile("".join(parts), re.I), build, negated)
+
+
+_MOD = f"(?P<mod>{REL_MOD})"
+_WE = r"^(?:i|we) "
+_JOB_VERB = r"(?:work|am working|have been working|have worked|am employed)"
+_ORG_AS = r" (?P<org>.+?)(?: as (?P<job>.+))?$"
+
+# Clause rules: tried in order on one clause; the first that builds anything wins. Order
+# matters where patterns overlap: relationships before "my X is Y", jobs ("I'm a nurse")
+# before preferences ("I'm a fan of"), decisions ("I'm going with") before goals ("I'm
+# going to"), and the bare "I'm Ana" last, after nationality and diet had their turn.
+RULES: tuple[Rule, ...] = (
+    # relationships stated as the whole clause
+    _r(
+        profile.relation,
+        rf"^my {_MOD}(?P<rel>{REL})",
+        rf"(?:'s name is| is called| is named| goes by| is) (?P<name>{NAME})$",
+    ),
+    _r(profile.relation, rf"^(?P<name>{NAME}) is my {_MOD}(?P<rel>{REL})$"),
+    _r(
+        profile.relation,
+        rf"^i have (?:a|an|one) {_MOD}(?P<rel>{REL})",
+        rf" (?:named|called) (?P<name>{NAME})\b",
+    ),
+    _r(profile.relation, rf"^i am (?P<rel>married to|engaged to|dating|seeing) (?P<name>{NAME})$"),
+    # identity
+    _r(
+        profile.name,
+        r"^(?:my name is|i am called|people call me|call me|everyone calls me",
+        r"|i go by) (?P<v>[a-z][\w'-]*(?: [a-z][\w'-]*)?)$",
+    ),
+    _r(
+        profile.pronouns,
+        r"^(?:my pronouns are|i use|i go by) ",
+        r"(?P<v>(?:she|he|they|xe|ze)/[a-z]+(?:/[a-z]+)?)(?: pronouns)?$",
+    ),
+    _r(profile.age, r"^i am (?P<v>\d{1,3})(?: years?(?: old)?| yrs?(?: old)?| y/?o)?$"),
+    _r(profile.age, r"^i (?:just )?(?P<turned>turned) (?P<v>\d{1,3})$"),
+    _r(profile.age, r"^i am an? (?P<v>\d{1,3})[- ]years?[- ]old\b"),
+    _r(profile.birthday, r"^(?:my (?:birthday|bday) is|i was born)(?: on)?(?: (?P<v>.+))?$"),
+    _r(profile.nationality, r"^i am (?:a |an |a proud )?(?P<v>[a-z-]+)(?: citizen| national)?$"),
+    _r(profile.nationality, r"^my nationality is (?P<v>[a-z-]+)$"),
+    _r(
+        profile.nationality, r"^i (?:have|hold) (?:a |an )?(?P<v>[a-z-]+) (?:citizenship|passport)$"
+    ),
+    _r(
+        profile.native_language,
+        r"^my (?:native|first|mother) (?:language|tongue) is (?P<v>[a-z]+)$",
+    ),
+    _r(profile.native_language, r"^i am a native (?P<v>[a-z]+) speaker$"),
+    _r(profile.native_language, r"^i am a native speaker of (?P<v>[a-z]+)$"),
+    _r(profile.languages, r"^i (?:speak|can speak|am fluent in|speak fluent) (?P<v>.+)$"),
+    _r(
+        profile.location,
+        r"^i (?:live|am living|have been living|have lived|reside|am residing",
+        r"|am based|am located|am settled) (?:in|out of) (?P<v>.+)$",
+    ),
+    _r(
+        profile.location,
+        r"^i (?P<moved>moved|relocated|have moved|have relocated) (?:to|in) (?P<v>.+)$",
+    ),
+    _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
+    _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
+    _r(profile.hometown, r"^i (?P<grew>grew up|was raised|was brought up) in (?P<v>.+)$"),
+    # work and study
+    _r(profile.job_trusted, rf"^i {_JOB_VERB} as (?P<job>.+?)(?: (?:at|for|with) (?P<org>.+))?$"),
+    _r(
+        profile.job_trusted,
+        r"^my (?:job|job title|role|profession|occupation|position) is ",
+        r"(?P<job>.+?)(?: (?:at|for) (?P<org>.+))?$",
+    ),
+    _r(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
+    _r(
+        profile.job_checked,
+        r"^i am (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+))?$",
+    ),
+    _r(profile.job_trusted, rf"^i {_JOB_VERB} (?:at|for|by)", _ORG_AS),
+    _r(
+        profile.job_trusted,
+        r"^i (?P<joined>joined|started working at|started working for|started at",
+        r"|started a new job at|got a job at|got hired at|got hired by|was hired by|was hired at",
+        r"|landed a job at)",
+        _ORG_AS,
+    ),
+    _r(profile.industry, r"^i work in (?P<v>[a-z][\w &-]+)$"),
+    _r(profile.remote, r"^i work (?:from home|remotely|remote)$"),
+    _r(
+        profile.study,
+        r"^i (?:study|am studying|major in|am majoring in|am doing a (?:degree|phd",
+        r"|masters?) in) (?P<v>.+?)(?: at (?P<org>.+))?$",
+    ),
+    _r(
+        profile.marital,
+        r"^i am (?:happily )?(?P<v>married|single|divorced|engaged|widowed|separated)$",
+    ),
+    # health, diet
+    _r(
+        life.diet,
+        r"^i (?:am|have been|became|went|turned|have gone|have become) ",
+        rf"(?:a |an |fully |strictly )?(?P<v>{DIET})\b",
+    ),
+    _r(life.health, r"^i am (?:severely |very |deathly |really )?allergic to (?P<v>.+)$"),
+    _r(life.health, r"^i am (?P<v>lactose|gluten|fructose) intolerant$"),
+    _r(life.health, rf"^i have (?P<v>{CONDITIONS})$"),
+    # decisions, then goals
+    _r(
+        life.decision,
+        _WE,
+        r"(?:have |had )?(?P<verb>decided to|made the decision to",
+        r"|made up (?:my|our) mind to|decided on) (?P<c>.+)$",
+    ),
+    _r(
+        life.decision,
+        _WE,
+        r"(?P<verb>(?:have )?(?:chose|chosen|picked|selected|settled on|opted for",
+        r"|went with|switched to|committed to)|am going with|are going with|will go with",
+        r"|am going to go with|are going to go with|will use|am going to use|are going to use)",
+        r" (?P<c>.+)$",
+    ),
+    _r(
+        life.goal,
+        _WE,
+        r"(?P<verb>want to|would like to|would love to|am planning to|are planning to",
+        r"|plan to|am planning on|hope to|am hoping to|aim to|am aiming to|intend to|am trying to",
+        r"|will try to|am going to|am determined to|have wanted to|dream of|might|may) (?P<g>.+)$",
+    ),
+    _r(
+        life.goal,
+        _WE,
+        r"(?P<verb>am learning|are learning|am saving (?:up )?for|are saving for",
+        r"|am training for|am studying for|am preparing for|am moving to|are moving to",
+        r"|am relocating to|am thinking (?:about|of)|am considering) (?P<g>.+)$",
+    ),
+    _r(
+        life.goal,
+        r"^(?:my|our) (?P<kind>goal|plan|dream|aim|resolution|new year's resolution",
+        r"|ambition)(?: for [\w ]+?)? is to (?P<g>.+)$",
+    ),
+    # preferences
+    _r(
+        life.favorite,
+        r"^my (?:all[- ]time |absolute )?favou?rite (?P<t>[a-z][a-z -]*?) ",
+        r"(?P<be>is|are|has to be) (?P<v>.+)$",
+    ),
+    _r(
+        life.favorite,
+        r"^(?P<v>.+?) (?P<be>is|are) my (?:all[- ]time |absolute )?favou?rite ",
+        r"(?P<t>[a-z][a-z -]*)$",
+    ),
+    _r(
+        life.prefer,
+        r"^i (?:much )?prefer (?P<v>.+?)",
+        r"(?: (?P<sep>over|to|rather than|instead of|more than) (?P<o>.+))?$",
+    ),
+    _r(
+        life.prefer,
+        r"^i would (?:much )?(?:rather|prefer) (?P<v>.+?)",
+        r"(?: (?P<sep>than|over|to|instead of) (?P<o>.+))?$",
+    ),
+    _r(
+        life.positive,
+        r"^i (?P<verb>love|like|enjoy|adore|dig|am (?:a )?(?:big |huge |massive )?fan of",
+        r"|am into|am obsessed with|am passionate about|am crazy about|am a sucker for) (?P<v>.+)$",
+    ),
+    _r(
+        life.negative,
+        r"^i (?P<verb>hate|dislike|detest|loathe|despise|cannot stand|avoid",
+        r"|am sick of) (?P<v>.+)$",
+    ),
+    # possessions and pastimes
+    _r(
+        life.have,
+        r"^i (?P<verb>have|have got|own|got|bought|adopted) ",
+        r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin) .+)$",
+    ),
+    _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
+    _r(life.play, r"^i play (?P<v>.+)$"),
+    _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
+    # Negated clauses reach only these: here the negation is the statement itself.
+    _r(
+        life.not_like,
+        r"^i (?:do not|did not|never|no longer) (?:really |much |particularly )?",
+        r"(?P<verb>(?P<base>like|enjoy|love|care for)) (?P<v>.+)$",
+        negated=True,
+    ),
+    _r(
+        life.not_like,
+        r"^i am not (?:a |really a |really )?(?:big |huge )?",
+        r"(?P<verb>(?P<base>fan of|into|keen on)) (?P<v>.+)$",
+        negated=True,
+    ),
+    _r(
+        life.not_eat,
+        r"^i (?:do not|never|no longer|cannot) (?P<base>eat|drink|touch|smoke)",
+        r"(?: (?P<v>.+))?$",
+        negated=True,
+    ),
+)
+
+# Mention rules: searched anywhere in a sentence, since "my sister Maria" can sit in any
+# clause ("I went hiking with my sister Maria") and crosses commas ("Tom, my manager,").
+MENTIONS: tuple[Rule, ...] = (
+    _r(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
+    _r(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
+    _r(profile.pet, rf"\bmy (?P<pet>{PETS}),? (?:named |called )?(?P<name>{NAME})"),
+)

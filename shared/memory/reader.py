@@ -1,0 +1,151 @@
+"""Reading, searching, deleting and exporting one user's memories."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import delete
+from sqlmodel import Session, col, func, select
+
+from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
+from shared.errors import NotFound
+from shared.extraction.schemas import FactType
+from shared.runtime import Runtime
+
+
+class MemoryPublic(BaseModel):
+    id: str
+    type: str
+    content: str
+    subject: str
+    slot: str | None
+    details: dict[str, Any]
+    tags: list[str]
+    confidence: float
+    mention_count: int
+    active: bool
+    valid_from: dt.datetime | None
+    valid_to: dt.datetime | None
+    superseded_by: str | None
+    source_session_ids: list[str]
+    source_message_ids: list[str]
+    extractor: str
+    extractor_version: str
+    model: str | None
+    first_seen_at: dt.datetime
+    last_seen_at: dt.datetime
+    score: float | None = None
+
+    @classmethod
+    def of(cls, row: Fact, score: float | None = None) -> MemoryPublic:
+        data = row.model_dump()
+        data["active"] = row.valid_to is None
+        data["score"] = score
+        return cls.model_validate(data)
+
+
+class MemoriesPublic(BaseModel):
+    data: list[MemoryPublic]
+    count: int
+
+
+def list_memories(
+    *, session: Session, user: User, types: Sequence[FactType] = (),
+    include_superseded: bool = False, limit: int = 100, offset: int = 0,
+) -> MemoriesPublic:
+    query = select(Fact).where(Fact.user_id == user.id)
+    if types:
+        query = query.where(col(Fact.type).in_(types))
+    if not include_superseded:
+        query = query.where(col(Fact.valid_to).is_(None))
+    total = session.exec(select(func.count()).select_from(query.subquery())).one()
+    rows = session.exec(
+        query.order_by(col(Fact.last_seen_at).desc(), col(Fact.id)).offset(offset).limit(limit)
+    ).all()
+    return MemoriesPublic(data=[MemoryPublic.of(r) for r in rows], count=int(total))
+
+
+def search_memories(
+    *, runtime: Runtime, session: Session, user: User, query: str, k: int = 10,
+    types: Sequence[FactType] = (), min_score: float | None = None,
+) -> MemoriesPublic:
+    """Vector search in the user's own collection; rows come from SQL, so a fact deleted or
+    superseded a moment ago is never returned even if its point lingers."""
+    vector = runtime.embedder.embed([query])[0]
+    collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
+    # Over-fetch when filtering by type in Python: a payload filter costs ~10x in embedded mode.
+    limit = k * 4 if types else k
+    hits = runtime.vectors.search(collection, vector, limit=limit, score_threshold=min_score)
+    if types:
+        hits = [h for h in hits if h.payload.get("type") in types]
+    scores = {h.id: h.score for h in hits}
+    rows = session.exec(
+        select(Fact).where(col(Fact.id).in_(list(scores)), col(Fact.valid_to).is_(None))
+    ).all()
+    ranked = sorted(rows, key=lambda r: scores[r.id], reverse=True)[:k]
+    return MemoriesPublic(data=[MemoryPublic.of(r, scores[r.id]) for r in ranked], count=len(ranked))
+
+
+def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:
+    row = session.get(Fact, memory_id)
+    if row is None or row.user_id != user.id:
+        raise NotFound(f"memory {memory_id} not found for this user")
+    return row
+
+
+def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: str) -> None:
+    row = get_memory(session=session, user=user, memory_id=memory_id)
+    vectors = runtime.vectors  # opened first: if unavailable, nothing is changed
+    # Facts it superseded keep pointing at nothing: they stay retired (the user asked to forget).
+    session.delete(row)
+    session.commit()
+    vectors.delete(runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id), [memory_id])
+
+
+def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, int]:
+    """Every SQL row of the user, then the user's collection (a rebuild would find nothing)."""
+    vectors = runtime.vectors
+    counts: dict[str, int] = {}
+    # Under the user's lock: an extraction finishing meanwhile cannot re-add a fact.
+    with runtime.user_locks.hold(user.id):
+        for table in (Fact, ExtractionRun, Message, ChatSession):
+            result = session.execute(delete(table).where(col(table.user_id) == user.id))
+            counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        session.delete(user)
+        session.commit()
+        vectors.drop_collection(runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id))
+    return counts
+
+
+def export_user(*, session: Session, user: User) -> dict[str, Any]:
+    """Everything stored about a user, as JSON-ready data (for portability requests)."""
+    sessions = session.exec(
+        select(ChatSession).where(ChatSession.user_id == user.id).order_by(col(ChatSession.created_at))
+    ).all()
+    messages = session.exec(
+        select(Message).where(Message.user_id == user.id)
+        .order_by(col(Message.session_id), col(Message.seq))
+    ).all()
+    facts = session.exec(
+        select(Fact).where(Fact.user_id == user.id).order_by(col(Fact.created_at))
+    ).all()
+    ext = {s.id: s.external_id for s in sessions}
+    return {
+        "user_id": user.external_id,
+        "exported_at": dt.datetime.now(dt.UTC).isoformat(),
+        "sessions": [
+            {"session_id": s.external_id, "created_at": s.created_at.isoformat(),
+             "parent_session_id": s.parent_session_id}
+            for s in sessions
+        ],
+        "messages": [
+            {"id": m.id, "session_id": ext.get(m.session_id), "seq": m.seq, "role": m.role,
+             "speaker": m.speaker, "content": m.content, "created_at": m.created_at.isoformat(),
+             "external_id": m.external_id, "extraction_status": m.extraction_status}
+            for m in messages
+        ],
+        "memories": [MemoryPublic.of(f).model_dump(mode="json") for f in facts],
+    }

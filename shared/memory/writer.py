@@ -1,0 +1,241 @@
+"""Dedup, merge and supersede new facts into a user's memory, without an LLM call.
+
+For each new fact, in order: the same normalized content → merge; the same slot
+(type/subject/attribute) → merge when the value agrees, supersede when it differs;
+cosine ≥ threshold within the same type → merge; otherwise add. Callers hold the
+user's lock, so the read-decide-write below is not raced by another worker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlmodel import Session, col, select
+
+from shared.db.models import ExtractionRun, Fact, utcnow
+from shared.extraction.schemas import TypedFact
+from shared.memory.normalize import content_hash, normalize
+from shared.vectors import VectorPoint, VectorStore, point_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WriteOutcome:
+    added: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # ids of the facts retired
+    unchanged: list[str] = field(default_factory=list)  # already recorded from this message
+
+
+@dataclass(frozen=True)
+class Provenance:
+    tenant_id: str
+    user_id: str
+    session_id: str
+    message_ids: tuple[str, ...]
+    seen_at: dt.datetime  # when the source message was said
+    extractor: str
+    extractor_version: str
+    model: str | None
+
+
+def fact_id(*, user_id: str, message_id: str, fact: TypedFact) -> str:
+    """Deterministic: a retried run re-derives the same id, so it cannot add a duplicate."""
+    return point_id(user_id, message_id, fact.type, content_hash(fact.content))
+
+
+def point_payload(row: Fact) -> dict[str, Any]:
+    # Only what a search filter or a rebuild needs; the SQL row stays the source of truth.
+    return {
+        "type": row.type,
+        "content": row.content,
+        "slot": row.slot,
+        "created_at": row.created_at.isoformat(),
+    }
+
+
+def write_facts(
+    *,
+    session: Session,
+    vectors: VectorStore,
+    collection: str,
+    facts: Sequence[TypedFact],
+    embeddings: np.ndarray,
+    prov: Provenance,
+    dedup_threshold: float,
+) -> WriteOutcome:
+    """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
+    outcome = WriteOutcome()
+    to_upsert: dict[str, np.ndarray] = {}
+    # Facts added earlier in this same batch: not yet in the vector store.
+    batch: list[tuple[Fact, np.ndarray]] = []
+
+    for fact, vector in zip(facts, embeddings, strict=True):
+        target = _find_duplicate(session, vectors, collection, fact, vector, batch, prov,
+                                 dedup_threshold)
+        if target is not None:
+            if _merge(target, fact, prov):
+                outcome.merged.append(target.id)
+            else:
+                outcome.unchanged.append(target.id)
+            if target.id == fact_id(user_id=prov.user_id, message_id=prov.message_ids[0],
+                                    fact=fact):
+                to_upsert[target.id] = vector  # ours: make sure the vector store has it
+            session.add(target)
+            continue
+
+        new = _new_row(fact, prov)
+        rival = _active_in_slot(session, prov.user_id, new.slot)
+        if rival is not None and rival.id != new.id:
+            rival.valid_to = prov.seen_at
+            rival.superseded_by = new.id
+            rival.updated_at = utcnow()
+            session.add(rival)
+            outcome.superseded.append(rival.id)
+        existing = session.get(Fact, new.id)
+        if existing is not None:  # crash after commit, before the vector write
+            outcome.unchanged.append(existing.id)
+            to_upsert[existing.id] = vector
+            continue
+        session.add(new)
+        session.flush()
+        batch.append((new, vector))
+        to_upsert[new.id] = vector
+        outcome.added.append(new.id)
+
+    session.commit()
+
+    # Vector store after SQL: a crash here is repaired by the run's retry (same ids) or by
+    # `tiermem reindex`; SQL never points at a fact the user cannot get back.
+    retired = _retired_by(session, prov.user_id, [*outcome.added, *outcome.unchanged])
+    retired.extend(i for i in outcome.superseded if i not in retired)
+    if retired:
+        vectors.delete(collection, retired)
+    if to_upsert:
+        rows = session.exec(select(Fact).where(col(Fact.id).in_(list(to_upsert)))).all()
+        vectors.upsert(
+            collection,
+            [VectorPoint(id=r.id, vector=to_upsert[r.id], payload=point_payload(r))
+             for r in rows if r.valid_to is None],
+        )
+    return outcome
+
+
+def _find_duplicate(
+    session: Session,
+    vectors: VectorStore,
+    collection: str,
+    fact: TypedFact,
+    vector: np.ndarray,
+    batch: list[tuple[Fact, np.ndarray]],
+    prov: Provenance,
+    threshold: float,
+) -> Fact | None:
+    digest = content_hash(fact.content)
+    exact = session.exec(
+        select(Fact).where(
+            Fact.user_id == prov.user_id, Fact.content_hash == digest,
+            col(Fact.valid_to).is_(None),
+        )
+    ).first()
+    if exact is not None:
+        return exact
+    if fact.slot:
+        rival = _active_in_slot(session, prov.user_id, fact.slot)
+        if rival is not None:
+            same = normalize(rival.slot_value or "") == normalize(fact.slot_value())
+            return rival if same else None  # a different value supersedes (caller)
+    best: tuple[float, Fact | None] = (threshold, None)
+    for row, other in batch:
+        score = float(np.dot(vector, other))
+        if row.type == fact.type and score >= best[0]:
+            best = (score, row)
+    if best[1] is not None:
+        return best[1]
+    for hit in vectors.search(collection, vector, limit=5, score_threshold=threshold):
+        if hit.payload.get("type") != fact.type:
+            continue
+        row = session.get(Fact, hit.id)
+        # a slotted fact never merges into a different slot: that would hide a contradiction
+        if row is not None and row.valid_to is None and (not fact.slot or row.slot == fact.slot):
+            return row
+    return None
+
+
+def _active_in_slot(session: Session, user_id: str, slot: str | None) -> Fact | None:
+    if not slot:
+        return None
+    return session.exec(
+        select(Fact).where(
+            Fact.user_id == user_id, Fact.slot == slot, col(Fact.valid_to).is_(None)
+        )
+    ).first()
+
+
+def _retired_by(session: Session, user_id: str, ids: list[str]) -> list[str]:
+    if not ids:
+        return []
+    rows = session.exec(
+        select(Fact.id).where(Fact.user_id == user_id, col(Fact.superseded_by).in_(ids))
+    ).all()
+    return list(rows)
+
+
+def _merge(target: Fact, fact: TypedFact, prov: Provenance) -> bool:
+    """Union the provenance. Returns False when this message was already counted (a rerun)."""
+    if prov.message_ids[0] in target.source_message_ids:
+        return False
+    target.source_message_ids = [*target.source_message_ids, *prov.message_ids]
+    if prov.session_id not in target.source_session_ids:
+        target.source_session_ids = [*target.source_session_ids, prov.session_id]
+    target.mention_count += 1
+    target.last_seen_at = max(target.last_seen_at, prov.seen_at)
+    target.confidence = max(target.confidence, fact.confidence)
+    target.tags = sorted(set(target.tags) | set(fact.tags))
+    target.updated_at = utcnow()
+    return True
+
+
+def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
+    valid_from = (
+        dt.datetime.combine(fact.valid_from, dt.time(), tzinfo=dt.UTC)
+        if fact.valid_from else prov.seen_at
+    )
+    return Fact(
+        id=fact_id(user_id=prov.user_id, message_id=prov.message_ids[0], fact=fact),
+        tenant_id=prov.tenant_id,
+        user_id=prov.user_id,
+        type=fact.type,
+        content=fact.content,
+        content_hash=content_hash(fact.content),
+        subject=fact.subject,
+        slot=fact.slot,
+        slot_value=fact.slot_value() or None,
+        details=fact.details,
+        tags=list(fact.tags),
+        confidence=fact.confidence,
+        valid_from=valid_from,
+        source_session_ids=[prov.session_id],
+        source_message_ids=list(prov.message_ids),
+        extractor=prov.extractor,
+        extractor_version=prov.extractor_version,
+        model=prov.model,
+        first_seen_at=prov.seen_at,
+        last_seen_at=prov.seen_at,
+    )
+
+
+def provenance_for(run: ExtractionRun, *, seen_at: dt.datetime, extractor: str,
+                   extractor_version: str, model: str | None) -> Provenance:
+    ids = (run.message_id,) + ((run.reply_message_id,) if run.reply_message_id else ())
+    return Provenance(
+        tenant_id=run.tenant_id, user_id=run.user_id, session_id=run.session_id,
+        message_ids=ids, seen_at=seen_at, extractor=extractor,
+        extractor_version=extractor_version, model=model,
+    )

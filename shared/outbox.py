@@ -1,0 +1,42 @@
+"""The outbox: turns are committed as pending before they are enqueued; this finds work the broker lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import or_, update
+from sqlmodel import Session, and_, col, select
+
+from shared.config import Settings
+from shared.db.models import ExtractionRun, utcnow
+
+
+def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) -> list[str]:
+    """Run ids to enqueue again: pending too long, or running/retrying so long their worker
+    must be gone. Their clock is reset so the next sweep does not send them twice."""
+    now = utcnow()
+    pending_cutoff = now - dt.timedelta(seconds=settings.worker.sweep_pending_after_s)
+    running_cutoff = now - dt.timedelta(seconds=settings.worker.sweep_running_after_s)
+    ids = list(
+        session.exec(
+            select(ExtractionRun.id)
+            .where(
+                or_(
+                    and_(ExtractionRun.status == "pending",
+                         col(ExtractionRun.updated_at) < pending_cutoff),
+                    and_(col(ExtractionRun.status).in_(["running", "retrying"]),
+                         col(ExtractionRun.updated_at) < running_cutoff),
+                )
+            )
+            .order_by(col(ExtractionRun.created_at))
+            .limit(limit)
+        ).all()
+    )
+    if ids:
+        session.execute(
+            update(ExtractionRun)
+            .where(col(ExtractionRun.id).in_(ids))
+            .values(enqueued_at=now, updated_at=now)
+        )
+        session.commit()
+    return ids

@@ -1,0 +1,89 @@
+"""The process's shared resources (engine, embedder, vector store, extractor, locks), opened lazily.
+
+The API opens the vector store only for routes that need it: with embedded Qdrant one
+process owns the folder, and in the split api/worker setup that process is the worker.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+from sqlalchemy.engine import Engine
+
+from shared.config import Settings
+from shared.db.engine import make_engine
+from shared.embeddings import Embedder, make_embedder
+from shared.extraction.base import Extractor
+from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
+from shared.vectors import VectorStore, collection_name, open_vector_store
+
+
+class Runtime:
+    def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.engine = engine or make_engine(settings)
+        self._lock = threading.Lock()
+        self._vectors: VectorStore | None = None
+        self._embedder: Embedder | None = None
+        self._extractor: Extractor | None = None
+
+    @property
+    def vectors(self) -> VectorStore:
+        if self._vectors is None:
+            with self._lock:
+                if self._vectors is None:
+                    self._vectors = open_vector_store(self.settings)
+        return self._vectors
+
+    @property
+    def vectors_open(self) -> bool:
+        return self._vectors is not None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = make_embedder(self.settings.embeddings)
+        return self._embedder
+
+    @property
+    def extractor(self) -> Extractor:
+        if self._extractor is None:
+            with self._lock:
+                if self._extractor is None:
+                    self._extractor = _make_extractor(self.settings)
+        return self._extractor
+
+    @cached_property
+    def user_locks(self) -> UserLocks:
+        redis_cfg = self.settings.redis
+        if self.settings.redis_url:
+            return RedisUserLocks(
+                self.settings.redis_url, timeout_s=redis_cfg.lock_timeout_s,
+                wait_s=redis_cfg.lock_wait_s,
+            )
+        return LocalUserLocks(wait_s=redis_cfg.lock_wait_s)
+
+    def collection_for(self, *, tenant_id: str, user_id: str) -> str:
+        return collection_name(
+            secret_key=self.settings.secret_key, tenant_id=tenant_id, user_id=user_id,
+            prefix=self.settings.qdrant.collection_prefix,
+        )
+
+    def close(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+        self.engine.dispose()
+
+
+def _make_extractor(settings: Settings) -> Extractor:
+    if settings.extractor_kind == "llm":
+        from shared.extraction.llm_extractor import LLMExtractor
+
+        return LLMExtractor(settings.llm, settings.extraction)
+    from shared.llm.offline import OfflineExtractor
+
+    return OfflineExtractor(settings.extraction)

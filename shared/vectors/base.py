@@ -1,0 +1,83 @@
+"""The VectorStore protocol every caller talks to, and the values it takes and returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.floating[Any]] | Sequence[float]
+# {"key": value} must equal; {"key": [v1, v2]} must equal one of them (values: str, int, bool).
+PayloadFilter = dict[str, Any]
+
+
+# eq=False: comparing two points would compare numpy arrays, whose truth value is ambiguous.
+@dataclass(frozen=True, eq=False, slots=True)
+class VectorPoint:
+    id: str  # a UUID string; see naming.point_id for deterministic ones
+    vector: Vector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    id: str  # canonical lowercase hyphenated UUID, whatever spelling was upserted
+    score: float  # cosine similarity for search; 0.0 for retrieve
+    payload: dict[str, Any]
+    # Only filled by retrieve(with_vectors=True). Cosine collections store the vector
+    # L2-normalized, so this is the unit vector, not necessarily what was upserted.
+    vector: list[float] | None = None
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Named collections of fixed-dimension vectors under cosine distance, with JSON payloads."""
+
+    def ensure_collection(self, collection: str, dim: int) -> None:
+        """Create the collection if missing; idempotent and safe to race."""
+        ...
+
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        """Insert or replace by id; creates the collection (dim from the first vector)."""
+        ...
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        """Remove points; a missing collection or id is not an error."""
+        ...
+
+    def search(
+        self,
+        collection: str,
+        vector: Vector,
+        *,
+        limit: int,
+        score_threshold: float | None = None,
+        payload_filter: PayloadFilter | None = None,
+    ) -> list[VectorHit]:
+        """Nearest points, best first; a missing collection gives []."""
+        ...
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[VectorHit]:
+        """The points that exist among ids, in the order asked, with score 0."""
+        ...
+
+    def count(self, collection: str) -> int:
+        """Exact number of points; a missing collection gives 0."""
+        ...
+
+    def drop_collection(self, collection: str) -> None:
+        """Delete the collection and its points; missing is not an error."""
+        ...
+
+    def list_collections(self) -> list[str]:
+        """Names of all collections, sorted."""
+        ...
+
+    def close(self) -> None:
+        """Release the client (and, embedded, the folder lock); idempotent."""
+        ...

@@ -1,0 +1,417 @@
+"""The VectorStore on Qdrant: embedded on disk, embedded in memory, or a Qdrant server."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import httpx
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from shared.errors import InvalidInput, PermanentError, Unavailable
+from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint
+
+if TYPE_CHECKING:
+    from shared.config import Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Mode = Literal["server", "embedded", "memory"]
+
+_LOCK_MESSAGE = "is already accessed by another instance"
+# Gateway-type statuses mean "the server is not there right now", not "your request is bad".
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+
+
+class QdrantVectorStore:
+    """One QdrantClient chosen once: a server URL, an embedded folder, or in memory.
+
+    Embedded mode is qdrant-client's local mode: brute-force numpy search, one process per
+    folder (a file lock), and internal arrays that concurrent writers corrupt. Every call
+    on an embedded client therefore runs under one re-entrant lock per store.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        path: str | None = None,
+        in_memory: bool = False,
+        api_key: str | None = None,
+    ) -> None:
+        chosen = [
+            name
+            for name, value in (("url", url), ("path", path), ("in_memory", in_memory))
+            if value
+        ]
+        if len(chosen) != 1:
+            given = ", ".join(chosen) if chosen else "none"
+            raise ValueError(
+                f"QdrantVectorStore needs exactly one of url, path or in_memory (given: {given})"
+            )
+        if api_key is not None and url is None:
+            raise ValueError("api_key only applies to a Qdrant server (url)")
+
+        self._url = url
+        self._path = str(Path(path).resolve()) if path else None
+        self._mode: Mode = "server" if url else ("embedded" if path else "memory")
+        # Server requests are independent HTTP calls; the embedded client shares numpy
+        # arrays and an SQLite connection between calls, so it needs serializing.
+        self._lock: AbstractContextManager[Any] = nullcontext() if url else threading.RLock()
+        # name → dim of collections known to exist, so upsert needs no existence round trip.
+        # Plain dict operations are atomic under the GIL; a race only costs a lookup.
+        self._known: dict[str, int] = {}
+        self._closed = False
+        self._client = self._open_client(api_key)
+
+    def _open_client(self, api_key: str | None) -> QdrantClient:
+        if self._url is not None:
+            # No compatibility probe: it is network I/O in a constructor, and it only warns.
+            return QdrantClient(url=self._url, api_key=api_key, check_compatibility=False)
+        if self._path is None:
+            # Our lock serializes every call, so SQLite's same-thread check only gets in the
+            # way (it is on by default where SQLite is built THREADSAFE=2, e.g. macOS).
+            return QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+        try:
+            return QdrantClient(path=self._path, force_disable_check_same_thread=True)
+        except RuntimeError as exc:
+            if _LOCK_MESSAGE not in str(exc):
+                raise
+            raise Unavailable(
+                f"The embedded Qdrant folder {self._path} is held by another tiermem process "
+                "(probably the worker or a running `tiermem serve`) or by another store in "
+                "this process; embedded Qdrant allows one client per folder. Stop that "
+                "process, or run `tiermem serve` (API and worker in one process), or point "
+                "TIERMEM_QDRANT__URL at a Qdrant server.",
+                details={"path": self._path},
+            ) from exc
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> QdrantVectorStore:
+        q = settings.qdrant
+        if q.url:
+            return cls(url=q.url, api_key=q.api_key)
+        if q.in_memory:
+            return cls(in_memory=True)
+        path = settings.qdrant_path
+        if path is None:  # Settings computes a path whenever url and in_memory are unset
+            raise AssertionError("settings.qdrant_path is unset without a url or in_memory")
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return cls(path=path)
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    def __repr__(self) -> str:
+        target = self._url or self._path or ":memory:"
+        return f"QdrantVectorStore(mode={self._mode!r}, target={target!r})"
+
+    def __enter__(self) -> QdrantVectorStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run one client call under the lock, turning "server not reachable" into Unavailable."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} is closed")
+            try:
+                return fn()
+            except ResponseHandlingException as exc:
+                if isinstance(exc.source, httpx.TransportError):
+                    raise self._unreachable(exc.source) from exc
+                raise
+            except UnexpectedResponse as exc:
+                if exc.status_code in _UNAVAILABLE_STATUSES:
+                    raise self._unreachable(exc) from exc
+                raise
+
+    def _unreachable(self, cause: BaseException) -> Unavailable:
+        return Unavailable(
+            f"Cannot reach the Qdrant server at {self._url} ({type(cause).__name__}: {cause}). "
+            "Check that it is running and that TIERMEM_QDRANT__URL points at it.",
+            details={"url": self._url},
+        )
+
+    def _is_missing(self, exc: Exception, collection: str) -> bool:
+        """Whether exc means the collection does not exist.
+
+        The server answers 404; local mode raises a bare ValueError, so instead of matching
+        its text we ask it (cheap: a dict lookup, under the lock the caller holds).
+        """
+        if isinstance(exc, UnexpectedResponse):
+            return exc.status_code == 404
+        if isinstance(exc, ValueError) and self._mode != "server":
+            return not self._client.collection_exists(collection)
+        return False
+
+    def _existing_dim(self, collection: str) -> int | None:
+        with self._lock:
+            try:
+                info = self._call(lambda: self._client.get_collection(collection))
+            except (UnexpectedResponse, ValueError) as exc:
+                if self._is_missing(exc, collection):
+                    return None
+                raise
+        params = info.config.params.vectors
+        if not isinstance(params, qm.VectorParams) or params.distance != qm.Distance.COSINE:
+            raise PermanentError(
+                f"Qdrant collection {collection} exists but was not created by tiermem "
+                "(expected one unnamed cosine vector); drop it or use another prefix",
+                details={"collection": collection},
+            )
+        return params.size
+
+    # -- VectorStore ------------------------------------------------------------------
+
+    def ensure_collection(self, collection: str, dim: int) -> None:
+        if dim <= 0:
+            raise InvalidInput(f"vector dimension must be positive, got {dim}")
+        known = self._known.get(collection)
+        if known is None:
+            with self._lock:
+                known = self._existing_dim(collection)
+                if known is None:
+                    known = self._create(collection, dim)
+            self._known[collection] = known
+        if known != dim:
+            raise PermanentError(
+                f"Qdrant collection {collection} holds {known}-dimension vectors but got "
+                f"{dim}; was the embedding model changed? Rebuild vectors with `tiermem reindex`.",
+                details={"collection": collection, "expected_dim": known, "got_dim": dim},
+            )
+
+    def _create(self, collection: str, dim: int) -> int:
+        config = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
+        try:
+            self._call(lambda: self._client.create_collection(collection, vectors_config=config))
+        except (UnexpectedResponse, ValueError):
+            # Another worker thread or process created it between our check and create
+            # (the server answers 409, local mode cannot race under our lock): use theirs.
+            existing = self._existing_dim(collection)
+            if existing is None:
+                raise
+            return existing
+        logger.info("created vector collection", extra={"collection": collection, "dim": dim})
+        return dim
+
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        vectors = [_as_floats(p.vector) for p in points]
+        dim = len(vectors[0])
+        for p, v in zip(points, vectors, strict=True):
+            if len(v) != dim:
+                raise InvalidInput(
+                    f"all vectors of one upsert must have the same dimension ({dim}), "
+                    f"point {p.id} has {len(v)}",
+                    details={"collection": collection},
+                )
+        structs = [
+            qm.PointStruct(id=_canonical_id(p.id), vector=v, payload=p.payload)
+            for p, v in zip(points, vectors, strict=True)
+        ]
+        self.ensure_collection(collection, dim)
+
+        def write() -> None:
+            # wait=True: the dedup step searches right after writing and must see the write.
+            self._client.upsert(collection, points=structs, wait=True)
+
+        with self._lock:
+            try:
+                self._call(write)
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                # Dropped behind our cache's back (delete-user in another process): recreate.
+                self._known.pop(collection, None)
+                self.ensure_collection(collection, dim)
+                self._call(write)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        selector = qm.PointIdsList(points=[_canonical_id(i) for i in ids])
+        with self._lock:
+            try:
+                self._call(
+                    lambda: self._client.delete(collection, points_selector=selector, wait=True)
+                )
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+
+    def search(
+        self,
+        collection: str,
+        vector: Vector,
+        *,
+        limit: int,
+        score_threshold: float | None = None,
+        payload_filter: PayloadFilter | None = None,
+    ) -> list[VectorHit]:
+        if limit <= 0:
+            return []
+        query = _as_floats(vector)
+        query_filter = _to_filter(payload_filter)
+        with self._lock:
+            try:
+                response = self._call(
+                    lambda: self._client.query_points(
+                        collection,
+                        query=query,
+                        limit=limit,
+                        score_threshold=score_threshold,
+                        query_filter=query_filter,
+                        with_payload=True,
+                        with_vectors=False,
+                    )
+                )
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+                return []
+        return [
+            VectorHit(id=str(p.id), score=float(p.score), payload=p.payload or {})
+            for p in response.points
+        ]
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[VectorHit]:
+        wanted = list(dict.fromkeys(_canonical_id(i) for i in ids))  # dedupe, keep order
+        if not wanted:
+            return []
+        with self._lock:
+            try:
+                records = self._call(
+                    lambda: self._client.retrieve(
+                        collection, ids=wanted, with_payload=True, with_vectors=with_vectors
+                    )
+                )
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+                return []
+        by_id = {str(r.id): r for r in records}
+        hits = []
+        for point_id in wanted:
+            record = by_id.get(point_id)
+            if record is None:
+                continue
+            vec: list[float] | None = None
+            if with_vectors and isinstance(record.vector, list):
+                vec = np.asarray(record.vector, dtype=np.float64).tolist()
+            hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
+        return hits
+
+    def count(self, collection: str) -> int:
+        with self._lock:
+            try:
+                result = self._call(lambda: self._client.count(collection, exact=True))
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+                return 0
+        return result.count
+
+    def drop_collection(self, collection: str) -> None:
+        with self._lock:
+            self._known.pop(collection, None)
+            try:
+                self._call(lambda: self._client.delete_collection(collection))
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+        logger.info("dropped vector collection", extra={"collection": collection})
+
+    def list_collections(self) -> list[str]:
+        response = self._call(self._client.get_collections)
+        return sorted(c.name for c in response.collections)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._known.clear()
+            # Releases the embedded folder lock, so another process (or store) may open it.
+            self._client.close()
+
+
+def _canonical_id(point_id: str) -> str:
+    # Validate here so every mode rejects a bad id alike (local mode would silently treat
+    # it as missing on reads, the server answers 400) and ids compare by canonical form.
+    try:
+        return str(uuid.UUID(point_id))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidInput(
+            f"vector point ids must be UUID strings, got {point_id!r}",
+            details={"id": str(point_id)},
+        ) from exc
+
+
+def _as_floats(vector: Vector) -> list[float]:
+    array = np.asarray(vector, dtype=np.float64)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidInput(f"a vector must be one non-empty row of floats, got shape {array.shape}")
+    values: list[float] = array.tolist()
+    # A NaN or infinite component would poison every cosine score it touches.
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidInput("a vector holds NaN or infinite values")
+    return values
+
+
+def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:
+    if not payload_filter:
+        return None
+    conditions: list[qm.Condition] = []
+    for key, value in payload_filter.items():
+        match: qm.MatchValue | qm.MatchAny
+        if isinstance(value, list | tuple | set | frozenset):
+            options = list(value)
+            # Qdrant's MatchAny takes only all-string or all-integer lists.
+            if not (
+                all(isinstance(v, str) for v in options)
+                or all(isinstance(v, int) and not isinstance(v, bool) for v in options)
+            ):
+                raise InvalidInput(
+                    f"payload filter {key!r}: a list must hold only strings or only integers",
+                    details={"key": key},
+                )
+            match = qm.MatchAny(any=options)
+        elif isinstance(value, str | int | bool):
+            match = qm.MatchValue(value=value)
+        else:
+            raise InvalidInput(
+                f"payload filter {key!r}: match a string, integer, boolean or a list of them, "
+                f"not {type(value).__name__}",
+                details={"key": key},
+            )
+        conditions.append(qm.FieldCondition(key=key, match=match))
+    return qm.Filter(must=conditions)

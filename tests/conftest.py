@@ -1,0 +1,138 @@
+"""Fixtures over real components: SQLite files, PostgreSQL databases, Redis, Celery workers, Qdrant."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from shared.config import Settings
+from shared.db.migrate import upgrade_to_head
+from shared.runtime import Runtime
+from tests.scripted_llm import scripted_llm, scripted_llm_server  # noqa: F401  (fixtures)
+
+REDIS_URL = os.environ.get("TIERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+PG_ADMIN_URL = os.environ.get("TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+APP_KEY = "dev-app-key"
+ADMIN_KEY = "dev-admin-key"
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    base: dict[str, Any] = {"data_dir": tmp_path / "data"}
+    base.update(overrides)
+    return Settings(**base)
+
+
+@pytest.fixture(name="settings")
+def settings_fixture(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def embedded_worker() -> Iterator[Any]:
+    """One real Celery worker (thread pool, in-memory broker) for the whole session, as
+    `tiermem serve` runs it; each test points it at its own Runtime."""
+    from services.embedded import EmbeddedWorker
+
+    bootstrap = Runtime(Settings(qdrant={"in_memory": True}, data_dir=Path("/tmp/tm-bootstrap")))
+    worker = EmbeddedWorker(bootstrap, concurrency=8)
+    worker.start(sweeper=False)  # tests sweep by hand
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(name="runtime")
+def runtime_fixture(settings: Settings) -> Iterator[Runtime]:
+    upgrade_to_head(settings)
+    runtime = Runtime(settings)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(name="client")
+def client_fixture(runtime: Runtime, embedded_worker: Any) -> Iterator[TestClient]:
+    """The API in-process with the embedded worker: what `tiermem serve` is."""
+    from services.api.main import create_app
+    from workers.runtime import set_runtime
+
+    set_runtime(runtime)
+    embedded_worker.runtime = runtime
+    with TestClient(create_app(runtime.settings, runtime=runtime)) as client:
+        client.headers["Authorization"] = f"Bearer {APP_KEY}"
+        yield client
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_job(client: TestClient, job_id: str, timeout: float = 30.0,
+             headers: dict[str, str] | None = None) -> dict[str, Any]:
+    def finished() -> dict[str, Any] | None:
+        response = client.get(f"/v1/jobs/{job_id}", headers=headers)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body if body["status"] in ("done", "skipped", "failed") else None
+
+    result: dict[str, Any] = wait_for(finished, timeout=timeout, what=f"job {job_id}")
+    return result
+
+
+@pytest.fixture(name="redis_url")
+def redis_url_fixture() -> Iterator[str]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL}; .ci/run starts it")
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+
+
+@pytest.fixture(name="pg_url")
+def pg_url_fixture() -> Iterator[str]:
+    """A fresh PostgreSQL database per test, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"tiermem_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
+    yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def tiermem_env(settings_env: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(settings_env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    handle = log.open("wb")
+    return subprocess.Popen(args, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                            cwd=Path(__file__).resolve().parents[1])

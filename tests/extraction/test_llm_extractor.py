@@ -1,0 +1,355 @@
+"""The LLM extractor end to end: real openai client, real HTTP, the scripted server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import time
+from typing import Any
+
+import jsonschema
+import pytest
+
+from shared.config import ExtractionSettings, LLMSettings
+from shared.errors import PermanentError, TransientError
+from shared.extraction.base import Extractor, TurnInput
+from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
+from shared.extraction.schemas import strict_json_schema
+from shared.llm.client import LLMClient, MalformedOutput
+from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
+from tests.scripted_llm import ScriptedLLM
+
+SESSION = dt.datetime(2024, 5, 8, 14, 30, tzinfo=dt.UTC)  # a Wednesday
+TURN = TurnInput(
+    user_message="I moved to Lisbon last month with my sister Marta. I can't stand cilantro.",
+    assistant_message="Lisbon is lovely! Do you like the food there?",
+    session_date=SESSION,
+    user_speaker="Ana",
+)
+
+
+def _fact(kind: str, confidence: float = 0.9, **fields: Any) -> dict[str, Any]:
+    """A schema-valid item of `kind`, as a strict-mode model would send it (all keys)."""
+    base: dict[str, Any] = {
+        "type": kind,
+        "subject": "Ana",
+        "confidence": confidence,
+        "tags": [],
+        "valid_from": None,
+    }
+    per_type: dict[str, dict[str, Any]] = {
+        "identity": {"content": "Ana lives in Lisbon.", "attribute": "location", "value": "Lisbon"},
+        "preference": {
+            "content": "Ana dislikes cilantro.",
+            "topic": "cilantro",
+            "sentiment": "dislikes",
+            "value": "cilantro",
+        },
+        "fact": {"content": "Ana moved in April 2024.", "attribute": None, "value": None},
+        "decision": {
+            "content": "Ana chose Lisbon over Porto.",
+            "topic": "city",
+            "choice": "Lisbon",
+            "reason": None,
+        },
+        "goal": {
+            "content": "Ana wants to learn Portuguese.",
+            "goal": "learn Portuguese",
+            "target_date": None,
+            "status": "active",
+        },
+        "relationship": {
+            "content": "Ana's sister is Marta.",
+            "person": "Marta",
+            "relation": "sister",
+        },
+    }
+    return {**base, **per_type[kind], **fields}
+
+
+ALL_SIX = [
+    _fact("identity", 0.95, valid_from="2024-04-01"),
+    _fact("preference", 0.9, tags=["Food"]),
+    _fact("fact", 0.7),
+    _fact("decision", 0.8),
+    _fact("goal", 0.6),
+    _fact("relationship", 0.92),
+]
+
+
+def _settings(llm: ScriptedLLM, **overrides: Any) -> LLMSettings:
+    return LLMSettings(base_url=llm.base_url, api_key="sk-test", model="test-model", **overrides)
+
+
+@pytest.fixture
+def extractor(scripted_llm: ScriptedLLM) -> LLMExtractor:
+    return LLMExtractor(_settings(scripted_llm), ExtractionSettings())
+
+
+def test_is_an_extractor(extractor: LLMExtractor) -> None:
+    typed: Extractor = extractor
+    assert (typed.kind, typed.version) == ("llm", EXTRACTOR_VERSION)
+
+
+def test_happy_path_all_six_types(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    scripted_llm.script("Lisbon", {"facts": ALL_SIX})
+    result = extractor.extract(TURN)
+
+    assert [f.type for f in result.facts] == [
+        "identity",
+        "relationship",
+        "preference",
+        "decision",
+        "fact",
+        "goal",
+    ]  # most confident first
+    by_type = {f.type: f for f in result.facts}
+    assert by_type["identity"].valid_from == dt.date(2024, 4, 1)
+    assert by_type["preference"].tags == ["food"]
+    assert by_type["identity"].slot == "identity/ana/location"
+    assert result.extractor == "llm"
+    assert result.extractor_version == EXTRACTOR_VERSION
+    assert result.model == "test-model"  # echoed by the server
+    assert result.prompt_hash == prompt_hash()
+    assert result.skipped_reason is None
+    assert (result.dropped_invalid, result.dropped_over_limit, result.invalid_reasons) == (0, 0, [])
+    assert result.prompt_tokens > 500  # the system prompt alone is long
+    assert result.completion_tokens == -(-len(json.dumps({"facts": ALL_SIX})) // 4)
+    assert result.llm_ms > 0
+    assert len(scripted_llm.chat_requests()) == 1
+
+
+def test_request_carries_schema_date_and_speaker(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    extractor.extract(TURN)
+    (request,) = scripted_llm.chat_requests()
+
+    assert request["model"] == "test-model"
+    assert request["temperature"] == 0.0
+    fmt = request["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == SCHEMA_NAME
+    assert fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"] == strict_json_schema()
+
+    system, user = (m["content"] for m in request["messages"])
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+    assert "Session date: 2024-05-08 (Wednesday)" in user
+    assert '<user name="Ana">' in user and "Extract facts about Ana" in user
+    assert TURN.user_message in user and str(TURN.assistant_message) in user
+    assert "at most 10 facts" in system
+    for attribute in ("name", "age", "birthday", "location", "hometown", "occupation"):
+        assert attribute in system
+    # Every scripted fact is also valid against the schema we send (the test data is honest).
+    jsonschema.validate({"facts": ALL_SIX}, strict_json_schema())
+
+
+def test_invalid_items_dropped_and_counted(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    items = [
+        _fact("identity"),
+        {"type": "identity", "content": "Ana is great."},  # missing fields
+        _fact("preference", sentiment="adores"),  # not an allowed sentiment
+        _fact("goal", confidence=0.1),  # below min_confidence
+        {"type": "horoscope", "content": "Ana is a Leo.", "subject": "Ana", "confidence": 0.9},
+        "Ana likes jazz.",  # not even an object
+    ]
+    scripted_llm.script("Lisbon", {"facts": items})
+    result = extractor.extract(TURN)
+    assert [f.type for f in result.facts] == ["identity"]
+    assert result.dropped_invalid == 5
+    assert len(result.invalid_reasons) == 5
+    assert any("below" in r for r in result.invalid_reasons)
+    assert len(scripted_llm.chat_requests()) == 1  # bad items never trigger a repair call
+
+
+def test_keeps_the_ten_most_confident(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    confidences = [0.31, 0.99, 0.5, 0.45, 0.9, 0.35, 0.8, 0.6, 0.7, 0.95, 0.4, 0.85, 0.65, 0.75]
+    items = [
+        _fact("fact", c, content=f"Ana has fact number {i}.") for i, c in enumerate(confidences)
+    ]
+    scripted_llm.script("Lisbon", {"facts": items})
+    result = extractor.extract(TURN)
+    assert [f.confidence for f in result.facts] == sorted(confidences, reverse=True)[:10]
+    assert result.dropped_over_limit == 4
+    assert result.dropped_invalid == 0
+
+
+def test_small_talk_makes_no_request(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    result = extractor.extract(TurnInput("ok thanks!!", "You're welcome!", SESSION, "Ana"))
+    assert result.facts == []
+    assert result.skipped_reason == "small_talk"
+    assert result.prompt_hash == prompt_hash()
+    assert scripted_llm.requests == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("429", r"rate-limited \(429\) at http://127\.0\.0\.1:\d+/v1"),
+        ("500", r"server error \(500\)"),
+        ("503", r"server error \(503\)"),
+        ("disconnect", r"connection failed"),
+    ],
+)
+def test_transient_failures(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, mode: str, expected: str
+) -> None:
+    scripted_llm.misbehave(mode)
+    with pytest.raises(TransientError, match=expected) as info:
+        extractor.extract(TURN)
+    assert not isinstance(info.value, PermanentError)
+    assert len(scripted_llm.chat_requests()) == 1  # max_retries=0: the task retries, not us
+    # The failure was one-off; the same extractor works on the next call.
+    assert extractor.extract(TURN).facts == []
+
+
+def test_timeout_is_transient(scripted_llm: ScriptedLLM) -> None:
+    extractor = LLMExtractor(_settings(scripted_llm, timeout_s=0.3), ExtractionSettings())
+    scripted_llm.misbehave("timeout", delay_s=2.0)
+    started = time.monotonic()
+    with pytest.raises(TransientError, match=r"timed out after 0\.3s"):
+        extractor.extract(TURN)
+    assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("401", r"API key \(401\).*check TIERMEM_LLM__API_KEY"),
+        ("400", r"\(400\).*TIERMEM_LLM__RESPONSE_FORMAT=json_object"),
+        ("404", r"\(404\).*TIERMEM_LLM__MODEL"),
+    ],
+)
+def test_permanent_failures(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, mode: str, expected: str
+) -> None:
+    scripted_llm.misbehave(mode)
+    with pytest.raises(PermanentError, match=expected) as info:
+        extractor.extract(TURN)
+    assert not isinstance(info.value, TransientError)
+    assert info.value.details["status"] == int(mode)
+    assert len(scripted_llm.chat_requests()) == 1
+
+
+def test_a_web_page_instead_of_the_api_is_permanent(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.misbehave("html")
+    with pytest.raises(PermanentError, match="not answer like an OpenAI-compatible API"):
+        extractor.extract(TURN)
+
+
+def test_malformed_once_is_repaired(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    scripted_llm.misbehave("malformed")
+    # The repair request's last user message is the repair instruction, not the turn.
+    scripted_llm.script("corrected JSON only", {"facts": ALL_SIX[:2]})
+    result = extractor.extract(TURN)
+
+    assert [f.type for f in result.facts] == ["identity", "preference"]
+    first, second = scripted_llm.chat_requests()
+    assert second["messages"][:2] == first["messages"]
+    assert second["messages"][2] == {
+        "role": "assistant",
+        "content": "Sure! here are the facts: {facts: [oops",
+    }
+    assert "not valid JSON" in second["messages"][3]["content"]
+    assert second["response_format"] == first["response_format"]
+    # Both calls are paid for.
+    assert result.prompt_tokens > 2 * len(first["messages"][0]["content"]) // 4
+
+
+def test_repair_flag_and_summed_usage(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.misbehave("bad_schema")  # JSON, but no "facts" list
+    scripted_llm.script("corrected JSON only", {"facts": []})
+    with LLMClient(_settings(scripted_llm)) as client:
+        reply = client.complete_json(
+            system="sys", user="turn", schema=strict_json_schema(), schema_name="x"
+        )
+    assert reply.repaired is True
+    assert reply.data == {"facts": []}
+    assert "no 'facts' key" in scripted_llm.chat_requests()[1]["messages"][3]["content"]
+    assert reply.completion_tokens > -(-len('{"facts": []}') // 4)  # both replies counted
+
+
+def test_malformed_twice_raises(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    scripted_llm.misbehave("malformed", times=2)
+    with pytest.raises(MalformedOutput, match=r"after one repair attempt") as info:
+        extractor.extract(TURN)
+    assert isinstance(info.value, PermanentError)
+    assert "Sure! here are the facts" in info.value.message
+    assert len(scripted_llm.chat_requests()) == 2  # exactly one repair, no more
+
+
+def test_output_head_is_capped(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    scripted_llm.script("", "nonsense " * 100)  # every call, the repair too
+    with pytest.raises(MalformedOutput) as info:
+        extractor.extract(TURN)
+    assert len(info.value.details["output_head"]) == 200
+    assert "nonsense " * 22 in info.value.message
+    assert "nonsense " * 23 not in info.value.message
+
+
+def test_code_fences_are_not_a_repair(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
+    scripted_llm.script("Lisbon", "```json\n" + json.dumps({"facts": ALL_SIX[:1]}) + "\n```")
+    result = extractor.extract(TURN)
+    assert [f.type for f in result.facts] == ["identity"]
+    assert len(scripted_llm.chat_requests()) == 1
+
+
+def test_json_object_mode(scripted_llm: ScriptedLLM) -> None:
+    extractor = LLMExtractor(
+        _settings(scripted_llm, response_format="json_object"), ExtractionSettings()
+    )
+    scripted_llm.script("Lisbon", {"facts": ALL_SIX})
+    result = extractor.extract(TURN)
+    assert len(result.facts) == 6
+    (request,) = scripted_llm.chat_requests()
+    assert request["response_format"] == {"type": "json_object"}
+    # JSON mode does not carry the schema, so the prompt must (and must say "JSON").
+    system = request["messages"][0]["content"]
+    assert "JSON Schema" in system
+    assert json.dumps(strict_json_schema(), separators=(",", ":")) in system
+
+
+def test_no_content_logged_at_info(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripted_llm.misbehave("malformed")
+    scripted_llm.script("Lisbon", {"facts": ALL_SIX})
+    scripted_llm.script("corrected JSON only", {"facts": [*ALL_SIX, {"type": "bogus"}]})
+    with caplog.at_level(logging.INFO):
+        extractor.extract(TURN)
+    assert caplog.records  # something was logged, so the check below means something
+    logged = " ".join(
+        f"{r.getMessage()} {sorted((k, str(v)) for k, v in vars(r).items())}"
+        for r in caplog.records
+    )
+    for secret in ("Lisbon", "cilantro", "Marta", "oops", "sk-test"):
+        assert secret not in logged
+
+
+def test_long_messages_are_truncated(scripted_llm: ScriptedLLM) -> None:
+    extractor = LLMExtractor(_settings(scripted_llm), ExtractionSettings(max_message_chars=50))
+    extractor.extract(TurnInput("I like tea. " + "x" * 500, "y" * 500, SESSION, "Ana"))
+    user = scripted_llm.chat_requests()[0]["messages"][1]["content"]
+    assert "x" * 38 in user and "x" * 39 not in user
+    assert "y" * 50 in user and "y" * 51 not in user
+
+
+def test_prompt_resolves_against_the_turn_date() -> None:
+    turn = TurnInput("Yesterday I started at Acme.", None, dt.datetime(2023, 1, 1, 23, 0), "Bo")
+    system, user = build_extraction_messages(turn, max_facts=5)
+    assert "at most 5 facts" in system
+    assert "Session date: 2023-01-01 (Sunday)" in user
+    assert "no assistant reply" in user
+    assert re.fullmatch(r"[0-9a-f]{16}", prompt_hash())
+
+
+def test_missing_base_url_is_permanent() -> None:
+    with pytest.raises(PermanentError, match="TIERMEM_LLM__BASE_URL"):
+        LLMClient(LLMSettings())

@@ -1,0 +1,496 @@
+"""One contract suite for every VectorStore implementation, plus naming and mode-specific checks."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.config import QdrantSettings, Settings
+from shared.errors import InvalidInput, PermanentError, Unavailable
+from shared.vectors import (
+    QdrantVectorStore,
+    VectorPoint,
+    VectorStore,
+    collection_name,
+    open_vector_store,
+    point_id,
+)
+
+SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
+SERVER_API_KEY = os.environ.get("TIERMEM_TEST_QDRANT_API_KEY")
+VALID_COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+
+
+class NameFactory:
+    """Fresh collection names under a per-test prefix, so runs on a shared server stay apart."""
+
+    def __init__(self) -> None:
+        self.prefix = f"test_{uuid.uuid4().hex[:12]}_"
+        self._n = 0
+
+    def __call__(self) -> str:
+        self._n += 1
+        return f"{self.prefix}{self._n}"
+
+
+@pytest.fixture(name="names")
+def names_fixture() -> NameFactory:
+    return NameFactory()
+
+
+@pytest.fixture(name="store", params=["memory", "path", "server"])
+def store_fixture(
+    request: pytest.FixtureRequest, tmp_path: Path, names: NameFactory
+) -> Iterator[QdrantVectorStore]:
+    kind = request.param
+    if kind == "memory":
+        store = QdrantVectorStore(in_memory=True)
+    elif kind == "path":
+        store = QdrantVectorStore(path=str(tmp_path / "qdrant"))
+    else:
+        if not SERVER_URL:
+            pytest.skip("TIERMEM_TEST_QDRANT_URL is not set: no Qdrant server to test against")
+        store = QdrantVectorStore(url=SERVER_URL, api_key=SERVER_API_KEY)
+    yield store
+    if kind == "server":
+        for name in store.list_collections():
+            if name.startswith(names.prefix):
+                store.drop_collection(name)
+    store.close()
+
+
+def pid() -> str:
+    return str(uuid.uuid4())
+
+
+def unit(*xs: float) -> list[float]:
+    v = np.asarray(xs, dtype=np.float64)
+    return list(v / np.linalg.norm(v))
+
+
+@pytest.fixture(name="abcd")
+def abcd_fixture(store: QdrantVectorStore, names: NameFactory) -> tuple[str, dict[str, str]]:
+    """A collection of four 3-d points at known cosines to the query [1, 0, 0]."""
+    coll = names()
+    ids = {k: pid() for k in "abcd"}
+    store.upsert(
+        coll,
+        [
+            VectorPoint(
+                ids["a"],
+                np.array([1.0, 0.0, 0.0], np.float32),
+                {"type": "goal", "n": 1, "on": True},
+            ),
+            VectorPoint(ids["b"], [0.8, 0.6, 0.0], {"type": "fact", "n": 2, "on": False}),
+            VectorPoint(ids["c"], [0.0, 1.0, 0.0], {"type": "preference", "n": 3, "on": True}),
+            VectorPoint(ids["d"], [-1.0, 0.0, 0.0], {"type": "fact", "n": 4, "on": True}),
+        ],
+    )
+    return coll, ids
+
+
+# -- the contract ------------------------------------------------------------------------
+
+
+def test_implements_protocol(store: QdrantVectorStore) -> None:
+    assert isinstance(store, VectorStore)
+
+
+def test_search_orders_by_cosine_with_scores(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = abcd
+    hits = store.search(coll, np.array([1.0, 0.0, 0.0]), limit=3)
+    assert [h.id for h in hits] == [ids["a"], ids["b"], ids["c"]]
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.8, 0.0], abs=1e-5)
+    assert hits[0].payload == {"type": "goal", "n": 1, "on": True}
+    assert all(h.vector is None for h in hits)
+    # Cosine ignores magnitude.
+    assert [h.id for h in store.search(coll, [5.0, 0.0, 0.0], limit=1)] == [ids["a"]]
+    assert store.search(coll, [1.0, 0.0, 0.0], limit=0) == []
+
+
+def test_score_threshold(store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]) -> None:
+    coll, ids = abcd
+    hits = store.search(coll, [1.0, 0.0, 0.0], limit=10, score_threshold=0.5)
+    assert [h.id for h in hits] == [ids["a"], ids["b"]]
+    assert store.search(coll, [1.0, 0.0, 0.0], limit=10, score_threshold=1.5) == []
+
+
+def test_payload_filter_value_and_list(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = abcd
+    q = [1.0, 0.0, 0.0]
+
+    def found(payload_filter: dict[str, object]) -> set[str]:
+        return {h.id for h in store.search(coll, q, limit=10, payload_filter=payload_filter)}
+
+    assert found({"type": "fact"}) == {ids["b"], ids["d"]}
+    assert found({"type": ["goal", "preference"]}) == {ids["a"], ids["c"]}
+    assert found({"type": ("goal",)}) == {ids["a"]}
+    assert found({"n": 3}) == {ids["c"]}
+    assert found({"n": [1, 4]}) == {ids["a"], ids["d"]}
+    assert found({"on": False}) == {ids["b"]}
+    # Several keys must all match.
+    assert found({"type": "fact", "on": True}) == {ids["d"]}
+    assert found({"type": "nothing-like-this"}) == set()
+    assert found({"type": []}) == set()
+    # An empty filter is no filter.
+    assert len(found({})) == 4
+    # Filtered results keep the cosine order.
+    hits = store.search(coll, q, limit=10, payload_filter={"type": "fact"})
+    assert [h.id for h in hits] == [ids["b"], ids["d"]]
+
+
+@pytest.mark.parametrize("bad", [1.5, None, {"x": 1}, ["a", 1], [True, False]])
+def test_payload_filter_rejects_unmatchable_values(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]], bad: object
+) -> None:
+    coll, _ = abcd
+    with pytest.raises(InvalidInput):
+        store.search(coll, [1.0, 0.0, 0.0], limit=3, payload_filter={"type": bad})
+
+
+def test_delete(store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]) -> None:
+    coll, ids = abcd
+    store.delete(coll, [ids["a"], pid()])  # an unknown id is not an error
+    assert store.count(coll) == 3
+    assert ids["a"] not in {h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=10)}
+    assert store.retrieve(coll, [ids["a"]]) == []
+    store.delete(coll, [])
+    assert store.count(coll) == 3
+
+
+def test_retrieve_without_and_with_vectors(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = abcd
+    asked = [ids["c"], pid(), ids["a"], ids["c"]]
+    hits = store.retrieve(coll, asked)
+    # Order asked, unknown ids left out, duplicates once, score 0, no vectors.
+    assert [h.id for h in hits] == [ids["c"], ids["a"]]
+    assert all(h.score == 0.0 and h.vector is None for h in hits)
+    assert hits[0].payload["type"] == "preference"
+
+    with_vec = store.retrieve(coll, [ids["b"]], with_vectors=True)
+    assert len(with_vec) == 1 and with_vec[0].vector is not None
+    # Cosine collections keep the unit vector.
+    assert with_vec[0].vector == pytest.approx(unit(0.8, 0.6, 0.0), abs=1e-5)
+    assert store.retrieve(coll, []) == []
+
+
+def test_ids_are_canonical_uuids(store: QdrantVectorStore, names: NameFactory) -> None:
+    coll = names()
+    raw = uuid.uuid4()
+    store.upsert(coll, [VectorPoint(str(raw).upper(), [1.0, 0.0], {})])
+    assert [h.id for h in store.retrieve(coll, [raw.hex])] == [str(raw)]
+    assert [h.id for h in store.search(coll, [1.0, 0.0], limit=1)] == [str(raw)]
+    for bad in ("not-a-uuid", "", "42"):
+        with pytest.raises(InvalidInput):
+            store.upsert(coll, [VectorPoint(bad, [1.0, 0.0], {})])
+        with pytest.raises(InvalidInput):
+            store.retrieve(coll, [bad])
+        with pytest.raises(InvalidInput):
+            store.delete(coll, [bad])
+
+
+def test_count_and_idempotent_upsert(store: QdrantVectorStore, names: NameFactory) -> None:
+    coll = names()
+    same = point_id("tenant", "user", "message-1", "0")
+    store.upsert(coll, [VectorPoint(same, [1.0, 0.0], {"v": 1})])
+    store.upsert(coll, [VectorPoint(pid(), [0.0, 1.0], {})])
+    assert store.count(coll) == 2
+    # A retried task writes the same id again: replaced, not duplicated.
+    store.upsert(coll, [VectorPoint(same, [0.6, 0.8], {"v": 2})])
+    assert store.count(coll) == 2
+    [hit] = store.retrieve(coll, [same], with_vectors=True)
+    assert hit.payload == {"v": 2}
+    assert hit.vector == pytest.approx([0.6, 0.8], abs=1e-5)
+
+
+def test_drop_and_list(store: QdrantVectorStore, names: NameFactory) -> None:
+    first, second = names(), names()
+    store.upsert(first, [VectorPoint(pid(), [1.0, 0.0], {})])
+    store.ensure_collection(second, 2)
+    listed = store.list_collections()
+    assert {first, second} <= set(listed)
+    assert listed == sorted(listed)
+
+    store.drop_collection(first)
+    assert first not in store.list_collections()
+    assert store.count(first) == 0
+    store.drop_collection(first)  # again: no error
+    # Dropping forgets the cached collection: the next upsert creates it afresh.
+    store.upsert(first, [VectorPoint(pid(), [0.0, 1.0, 0.0], {})])
+    assert store.count(first) == 1
+
+
+def test_missing_collection(store: QdrantVectorStore, names: NameFactory) -> None:
+    missing = names()
+    assert store.search(missing, [1.0, 0.0], limit=5) == []
+    assert store.search(missing, [1.0, 0.0], limit=5, payload_filter={"type": "fact"}) == []
+    assert store.retrieve(missing, [pid()], with_vectors=True) == []
+    assert store.count(missing) == 0
+    store.delete(missing, [pid()])
+    store.drop_collection(missing)
+    assert missing not in store.list_collections()
+
+
+def test_ensure_collection_idempotent_and_dimension_checked(
+    store: QdrantVectorStore, names: NameFactory
+) -> None:
+    coll = names()
+    store.ensure_collection(coll, 3)
+    store.ensure_collection(coll, 3)
+    assert store.count(coll) == 0
+    with pytest.raises(PermanentError) as err:
+        store.ensure_collection(coll, 4)
+    assert err.value.details == {"collection": coll, "expected_dim": 3, "got_dim": 4}
+    with pytest.raises(PermanentError):
+        store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0], {})])
+    with pytest.raises(InvalidInput):
+        store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {}), VectorPoint(pid(), [1.0], {})])
+    with pytest.raises(InvalidInput):
+        store.upsert(coll, [VectorPoint(pid(), [float("nan"), 0.0, 0.0], {})])
+    with pytest.raises(InvalidInput):
+        store.ensure_collection(names(), 0)
+
+
+def test_upsert_nothing_creates_nothing(store: QdrantVectorStore, names: NameFactory) -> None:
+    coll = names()
+    store.upsert(coll, [])
+    assert coll not in store.list_collections()
+
+
+def test_upsert_recreates_a_collection_dropped_behind_its_back(
+    store: QdrantVectorStore, names: NameFactory
+) -> None:
+    coll = names()
+    store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0], {})])
+    # As if another process dropped it (delete-user) while this store still caches it.
+    store._client.delete_collection(coll)
+    store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0], {})])
+    assert store.count(coll) == 1
+
+
+def test_concurrent_upserts_and_searches(store: QdrantVectorStore, names: NameFactory) -> None:
+    coll = names()
+    threads, rounds, per_batch, dim = 16, 20, 3, 8
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        rng = np.random.default_rng(t)
+        try:
+            start.wait()  # all threads hit the missing collection at once: a creation race
+            for r in range(rounds):
+                batch = [
+                    VectorPoint(
+                        point_id(str(t), str(r), str(i)),
+                        rng.random(dim).astype(np.float32) + 0.01,
+                        {"t": t, "r": r},
+                    )
+                    for i in range(per_batch)
+                ]
+                store.upsert(coll, batch)
+                store.search(coll, rng.random(dim), limit=5, payload_filter={"t": t})
+                store.retrieve(coll, [batch[0].id])
+                store.count(coll)
+        except BaseException as exc:  # collected so the main thread can fail the test
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert not errors, errors
+    assert store.count(coll) == threads * rounds * per_batch
+    for t in (0, threads - 1):
+        hits = store.search(coll, np.ones(dim), limit=1000, payload_filter={"t": t})
+        assert len(hits) == rounds * per_batch
+
+
+def test_close_is_idempotent_and_final(store: QdrantVectorStore) -> None:
+    store.close()
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        store.count("anything")
+
+
+# -- embedded folder -----------------------------------------------------------------------
+
+
+def test_path_mode_persists_across_reopen(tmp_path: Path, names: NameFactory) -> None:
+    folder = str(tmp_path / "qdrant")
+    coll = names()
+    kept, gone = pid(), pid()
+    with QdrantVectorStore(path=folder) as store:
+        store.upsert(
+            coll,
+            [VectorPoint(kept, [1.0, 0.0], {"k": "kept"}), VectorPoint(gone, [0.0, 1.0], {})],
+        )
+        store.delete(coll, [gone])
+    with QdrantVectorStore(path=folder) as store:
+        assert store.list_collections() == [coll]
+        assert store.count(coll) == 1
+        [hit] = store.search(coll, [1.0, 0.1], limit=5)
+        assert (hit.id, hit.payload) == (kept, {"k": "kept"})
+        # The reopened store learns the dimension from the collection, not from a cache.
+        with pytest.raises(PermanentError):
+            store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
+
+
+def test_second_client_on_same_folder_is_unavailable_with_a_hint(tmp_path: Path) -> None:
+    folder = tmp_path / "qdrant"
+    first = QdrantVectorStore(path=str(folder))
+    try:
+        with pytest.raises(Unavailable) as err:
+            QdrantVectorStore(path=str(folder))
+        message = err.value.message
+        assert str(folder.resolve()) in message
+        assert "tiermem serve" in message
+        assert "TIERMEM_QDRANT__URL" in message
+        assert "worker" in message
+        assert err.value.details == {"path": str(folder.resolve())}
+        assert err.value.code == "unavailable"
+    finally:
+        first.close()
+    # Closing releases the folder lock.
+    QdrantVectorStore(path=str(folder)).close()
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"url": "http://localhost:6333", "path": "/tmp/x"},
+        {"url": "http://localhost:6333", "in_memory": True},
+        {"path": "/tmp/x", "in_memory": True},
+    ],
+)
+def test_constructor_needs_exactly_one_target(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="exactly one of url, path or in_memory"):
+        QdrantVectorStore(**kwargs)  # type: ignore[arg-type]
+
+
+def test_api_key_only_with_url(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="api_key"):
+        QdrantVectorStore(path=str(tmp_path), api_key="k")
+
+
+def test_unreachable_server_is_unavailable() -> None:
+    # Port 1 refuses connections; the constructor itself must not touch the network.
+    store = QdrantVectorStore(url="http://127.0.0.1:1")
+    try:
+        assert store.mode == "server"
+        with pytest.raises(Unavailable) as err:
+            store.list_collections()
+        assert err.value.details == {"url": "http://127.0.0.1:1"}
+        with pytest.raises(Unavailable):
+            store.upsert("c", [VectorPoint(pid(), [1.0], {})])
+    finally:
+        store.close()
+
+
+def _settings(tmp_path: Path, **qdrant: object) -> Settings:
+    return Settings(
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        qdrant=QdrantSettings.model_validate(qdrant),
+    )
+
+
+def test_from_settings_chooses_the_mode(tmp_path: Path) -> None:
+    with QdrantVectorStore.from_settings(_settings(tmp_path, in_memory=True)) as store:
+        assert store.mode == "memory"
+
+    opened = open_vector_store(_settings(tmp_path))
+    try:
+        assert isinstance(opened, QdrantVectorStore) and opened.mode == "embedded"
+        assert (tmp_path / "data" / "qdrant").is_dir()
+    finally:
+        opened.close()
+
+    nested = tmp_path / "a" / "b" / "qdrant"
+    with QdrantVectorStore.from_settings(_settings(tmp_path, path=str(nested))) as store:
+        assert store.mode == "embedded" and nested.is_dir()
+
+    with QdrantVectorStore.from_settings(
+        _settings(tmp_path, url="https://127.0.0.1:1", api_key="k")
+    ) as store:
+        assert store.mode == "server"
+
+
+# -- naming ------------------------------------------------------------------------------------
+
+
+def _name(tenant: str, user: str, key: str = "s3cret") -> str:
+    return collection_name(secret_key=key, tenant_id=tenant, user_id=user)
+
+
+def test_collection_name_is_stable_keyed_and_opaque() -> None:
+    name = _name("acme", "alice@example.com")
+    assert name == _name("acme", "alice@example.com")
+    # Pinned: a change here orphans every existing collection.
+    digest = hmac.new(b"s3cret", b"acme\x1falice@example.com", hashlib.sha256).hexdigest()
+    assert name == "tm_" + digest[:32]
+    assert len(name) == 3 + 32 and VALID_COLLECTION.match(name)
+    for raw in ("alice", "example", "acme"):
+        assert raw not in name
+
+    assert name != _name("other", "alice@example.com")
+    assert name != _name("acme", "bob@example.com")
+    assert name != _name("acme", "alice@example.com", key="another")
+    # Moving the boundary between tenant and user must not give the same name.
+    assert _name("ab", "c") != _name("a", "bc")
+    custom = collection_name(secret_key="s3cret", tenant_id="acme", user_id="u", prefix="mem_")
+    assert custom.startswith("mem_") and VALID_COLLECTION.match(custom)
+
+
+def test_collection_name_is_accepted_by_qdrant() -> None:
+    name = collection_name(secret_key="k", tenant_id="t/1", user_id='u:"*?<>|\\')
+    with QdrantVectorStore(in_memory=True) as store:
+        store.ensure_collection(name, 2)
+        assert store.list_collections() == [name]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"secret_key": "", "tenant_id": "t", "user_id": "u"},
+        {"secret_key": "k", "tenant_id": "", "user_id": "u"},
+        {"secret_key": "k", "tenant_id": "t", "user_id": ""},
+        {"secret_key": "k", "tenant_id": "t\x1fx", "user_id": "u"},
+    ],
+)
+def test_collection_name_rejects_ambiguous_ids(kwargs: dict[str, str]) -> None:
+    with pytest.raises(InvalidInput):
+        collection_name(**kwargs)
+
+
+def test_point_id_is_deterministic() -> None:
+    a = point_id("tenant", "user", "msg-1", "0")
+    assert a == point_id("tenant", "user", "msg-1", "0")
+    assert uuid.UUID(a).version == 5 and str(uuid.UUID(a)) == a
+    assert a != point_id("tenant", "user", "msg-1", "1")
+    assert a != point_id("user", "tenant", "msg-1", "0")
+    assert point_id("ab", "c") != point_id("a", "bc")
+    assert point_id("a", "") != point_id("a")
+    with pytest.raises(InvalidInput):
+        point_id()
+    with pytest.raises(InvalidInput):
+        point_id("a\x1fb")

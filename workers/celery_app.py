@@ -1,0 +1,47 @@
+"""The Celery application: Redis broker (or an in-process one for `tiermem serve`), JSON only, late acks."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from shared.config import Settings, get_settings
+from workers import queues
+
+
+def make_celery(settings: Settings) -> Celery:
+    embedded = not settings.redis_url
+    app = Celery("tiermem", include=["workers.tasks.extract", "workers.tasks.outbox"])
+    app.conf.update(
+        # Without Redis only the one-process `tiermem serve` works: its worker threads
+        # share this process's in-memory broker.
+        broker_url=settings.redis_url or "memory://",
+        result_backend=settings.redis_url,
+        result_expires=3600,
+        task_ignore_result=True,  # job state lives in SQL (GET /v1/jobs/{id})
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_routes=queues.TASK_ROUTES,
+        task_default_queue=queues.EXTRACT,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=True,  # Flower and `tiermem ops` read these
+        task_send_sent_event=True,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=(
+            {"polling_interval": 0.01}
+            if embedded
+            else {"visibility_timeout": settings.redis.visibility_timeout_s}
+        ),
+        beat_schedule={
+            "sweep-outbox": {
+                "task": "tiermem.sweep_outbox",
+                "schedule": settings.worker.sweep_interval_s,
+            }
+        },
+    )
+    return app
+
+
+app = make_celery(get_settings())

@@ -1,0 +1,28 @@
+"""sweep_outbox_task (beat): re-enqueue extraction runs the broker lost."""
+
+from __future__ import annotations
+
+import logging
+
+from shared.db.engine import session_scope
+from shared.outbox import claim_lost_runs
+from workers.celery_app import app
+from workers.runtime import get_runtime
+from workers.tasks.extract import enqueue_extraction
+
+log = logging.getLogger(__name__)
+
+
+def sweep_outbox() -> int:
+    runtime = get_runtime()
+    with session_scope(runtime.engine) as session:
+        run_ids = claim_lost_runs(session=session, settings=runtime.settings)
+    enqueue_extraction(run_ids)
+    if run_ids:
+        log.info("outbox sweep re-enqueued %d runs", len(run_ids))
+    return len(run_ids)
+
+
+@app.task(name="tiermem.sweep_outbox", ignore_result=True)
+def sweep_outbox_task() -> int:
+    return sweep_outbox()
