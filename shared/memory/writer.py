@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, utcnow
 from shared.extraction.schemas import TypedFact
-from shared.memory.normalize import content_hash, normalize
+from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorPoint, VectorStore, point_id
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def _find_duplicate(
     best: tuple[float, Fact | None] = (threshold, None)
     for row, other in batch:
         score = float(np.dot(vector, other))
-        if row.type == fact.type and score >= best[0]:
+        if row.type == fact.type and score >= best[0] and may_be_paraphrases(row.content, fact.content):
             best = (score, row)
     if best[1] is not None:
         return best[1]
@@ -162,8 +162,10 @@ def _find_duplicate(
         if hit.payload.get("type") != fact.type:
             continue
         row = session.get(Fact, hit.id)
+        if row is None or row.valid_to is not None or not may_be_paraphrases(row.content, fact.content):
+            continue
         # a slotted fact never merges into a different slot: that would hide a contradiction
-        if row is not None and row.valid_to is None and (not fact.slot or row.slot == fact.slot):
+        if not fact.slot or row.slot == fact.slot:
             return row
     return None
 

@@ -1,0 +1,306 @@
+"""End to end across real processes: `tiermem api` → Redis → `tiermem worker` → Qdrant folder; and `tiermem serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from shared.config import Settings
+from shared.db.engine import make_engine
+from shared.db.models import ExtractionRun, Fact
+from shared.vectors import QdrantVectorStore
+from tests import factories as f
+from tests.conftest import APP_KEY, start_process, tiermem_env, wait_for
+from tests.scripted_llm import ScriptedLLM
+
+pytestmark = pytest.mark.slow
+TIERMEM = str(Path(sys.executable).with_name("tiermem"))
+HEADERS = {"Authorization": f"Bearer {APP_KEY}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """The pieces of a split deployment, each a real process."""
+
+    tmp: Path
+    env: dict[str, str]
+    port: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(**{"data_dir": self.tmp / "data",
+                           "database_url": self.env.get("TIERMEM_DATABASE_URL")})
+
+    def start(self, *args: str, name: str, extra_env: dict[str, str] | None = None
+              ) -> subprocess.Popen[bytes]:
+        env = {**self.env, "TIERMEM_PORT": str(self.port), **(extra_env or {})}
+        proc = start_process([TIERMEM, *args], env, self.tmp / f"{name}-{len(self.procs)}.log")
+        self.procs.append(proc)
+        return proc
+
+    def start_api(self) -> None:
+        self.start("api", name="api")
+        wait_for(self._healthy, timeout=60, what="the API to answer /healthz")
+
+    def start_worker(self, *args: str, extra_env: dict[str, str] | None = None
+                     ) -> subprocess.Popen[bytes]:
+        return self.start("worker", "--queues", "extract", "--concurrency", "4",
+                          "--loglevel", "WARNING", *args, name="worker", extra_env=extra_env)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def post_turn(self, session_id: str, body: dict[str, Any]) -> str:
+        r = httpx.post(f"{self.url}/v1/sessions/{session_id}/turns", json=body, headers=HEADERS)
+        assert r.status_code == 202, r.text
+        job_id: str = r.json()["job_id"]
+        return job_id
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(f"{self.url}/v1/jobs/{job_id}", headers=HEADERS).json()
+        return body
+
+    def wait_all_done(self, job_ids: list[str], timeout: float = 90) -> None:
+        def done() -> bool:
+            return all(self.job(j)["status"] == "done" for j in job_ids)
+
+        try:
+            wait_for(done, timeout=timeout, interval=0.3, what=f"{len(job_ids)} jobs")
+        except AssertionError:
+            print(self.logs(), file=sys.stderr)
+            raise
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+                         for p in sorted(self.tmp.glob("*.log")))
+
+    def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            self.stop(proc)
+
+
+@pytest.fixture(name="stack_env")
+def stack_env_fixture(tmp_path: Path, redis_url: str, scripted_llm: ScriptedLLM) -> dict[str, str]:
+    return tiermem_env({
+        "TIERMEM_DATA_DIR": str(tmp_path / "data"),
+        "TIERMEM_REDIS_URL": redis_url,
+        "TIERMEM_LLM__BASE_URL": scripted_llm.base_url,
+        "TIERMEM_LLM__TIMEOUT_S": "10",
+        "TIERMEM_LOG_LEVEL": "WARNING",
+    })
+
+
+@pytest.fixture(name="stack")
+def stack_fixture(tmp_path: Path, stack_env: dict[str, str]) -> Iterator[Stack]:
+    stack = Stack(tmp=tmp_path, env=stack_env)
+    yield stack
+    stack.stop_all()
+
+
+def script_distinct_facts(llm: ScriptedLLM, n: int, user: str = "ana") -> None:
+    for i in range(n):
+        llm.script(f"note number {i}.", f.facts(
+            f.general("Ana", f"Ana keeps note number {i} in her notebook."),
+        ))
+
+
+def turn_text(i: int) -> str:
+    return f"I wrote down note number {i}."
+
+
+def qdrant_points_after_stop(stack: Stack) -> int:
+    """The worker owned the folder; once it has stopped the test may open it."""
+    store = QdrantVectorStore(path=str(stack.tmp / "data" / "qdrant"))
+    try:
+        return sum(store.count(c) for c in store.list_collections())
+    finally:
+        store.close()
+
+
+def sql_counts(settings: Settings) -> tuple[int, int, dict[str, int]]:
+    engine = make_engine(settings)
+    try:
+        with Session(engine) as s:
+            active = s.exec(select(func.count()).select_from(Fact).where(
+                col(Fact.valid_to).is_(None))).one()
+            dupes = s.exec(select(func.count()).select_from(
+                select(Fact.user_id, Fact.content_hash).where(col(Fact.valid_to).is_(None))
+                .group_by(Fact.user_id, Fact.content_hash).having(func.count() > 1).subquery()
+            )).one()
+            statuses = dict(s.exec(select(ExtractionRun.status, func.count())
+                                   .group_by(ExtractionRun.status)).all())
+        return int(active), int(dupes), statuses
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_http_to_redis_to_worker_process_to_qdrant(
+    database: str, stack: Stack, scripted_llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
+    if database == "postgres":
+        stack.env["TIERMEM_DATABASE_URL"] = request.getfixturevalue("pg_url")
+    n = 12
+    script_distinct_facts(scripted_llm, n)
+    scripted_llm.script("Berlin", f.facts(f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")))
+    scripted_llm.script("Lisbon", f.facts(f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon.")))
+    stack.start_api()
+    worker = stack.start_worker()
+
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(n)]
+    jobs.append(stack.post_turn("s1", f.turn("ana", "I live in Berlin")))
+    stack.wait_all_done(jobs)
+    moved = stack.post_turn("s2", f.turn("ana", "I moved to Lisbon"))
+    stack.wait_all_done([moved])
+    assert stack.job(moved)["facts_superseded"] == 1
+
+    # SQL is readable through the API while the worker owns the Qdrant folder...
+    listed = httpx.get(f"{stack.url}/v1/users/ana/memories", headers=HEADERS).json()
+    assert listed["count"] == n + 1
+    # ...but the folder is not: the API says so instead of failing obscurely.
+    search = httpx.post(f"{stack.url}/v1/users/ana/memories/search", headers=HEADERS,
+                        json={"query": "where does Ana live"})
+    assert search.status_code == 503, search.text
+    assert "tiermem serve" in search.json()["error"]["message"]
+
+    stack.stop(worker)
+    active, dupes, statuses = sql_counts(stack.settings)
+    assert (active, dupes, statuses) == (n + 1, 0, {"done": n + 2})
+    assert qdrant_points_after_stop(stack) == active  # superseded Berlin left Qdrant
+
+
+def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    n = 24
+    script_distinct_facts(scripted_llm, n)
+    scripted_llm.latency_s = 0.4  # so the kill lands while calls are in flight
+    quick_recovery = {
+        # Redis hands unacked messages of the dead worker back after this long...
+        "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S": "3",
+        # ...and the sweeper resends runs left "running" by it.
+        "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S": "4",
+        "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
+    }
+    stack.start_api()
+    jobs = [stack.post_turn(f"s{i % 3}", f.turn("ana", turn_text(i))) for i in range(n)]
+    first = stack.start_worker(extra_env=quick_recovery)
+    wait_for(lambda: sum(stack.job(j)["status"] == "done" for j in jobs) >= 4, timeout=60,
+             interval=0.1, what="a few runs to finish")
+    stack.stop(first, signal.SIGKILL)
+    statuses = [stack.job(j)["status"] for j in jobs]
+    assert statuses.count("done") < n, "the kill came too late to test anything"
+
+    second = stack.start_worker("--beat", extra_env=quick_recovery)
+    stack.wait_all_done(jobs, timeout=120)
+    stack.stop(second)
+    active, dupes, _ = sql_counts(stack.settings)
+    assert (active, dupes) == (n, 0)
+    memories = httpx.get(f"{stack.url}/v1/users/ana/memories", headers=HEADERS,
+                         params={"limit": 100}).json()["data"]
+    assert all(m["mention_count"] == 1 for m in memories)  # a rerun never counts twice
+    assert qdrant_points_after_stop(stack) == n
+
+
+def test_flushed_broker_is_recovered_by_the_sweeper(
+    stack: Stack, scripted_llm: ScriptedLLM, redis_url: str
+) -> None:
+    n = 10
+    script_distinct_facts(scripted_llm, n)
+    stack.start_api()
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(n)]
+    redis.Redis.from_url(redis_url).flushdb()  # every queued message is gone
+    assert all(stack.job(j)["status"] == "pending" for j in jobs)
+
+    stack.start_worker("--beat", extra_env={"TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0.5",
+                                             "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1"})
+    stack.wait_all_done(jobs)
+    assert sql_counts(stack.settings)[0] == n
+
+
+def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) -> None:
+    """The README path: `tiermem import` (no servers), then `tiermem serve` extracts it with
+    the offline extractor, and the search routes answer."""
+    env = tiermem_env({"TIERMEM_DATA_DIR": str(tmp_path / "data"), "TIERMEM_LOG_LEVEL": "WARNING"})
+    transcript = tmp_path / "old.jsonl"
+    lines = [
+        {"user_id": "bo", "session_id": "2023-05-08", "role": "user", "speaker": "Bo",
+         "content": "I live in Lisbon and I work as a nurse.", "created_at": "2023-05-08T10:00:00Z",
+         "external_id": "m1"},
+        {"user_id": "bo", "session_id": "2023-05-08", "role": "assistant", "speaker": "Assistant",
+         "content": "Thanks for telling me!", "external_id": "m2"},
+    ]
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    imported = subprocess.run([TIERMEM, "import", str(transcript)], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    assert "1 turns queued" in imported.stderr
+
+    port = free_port()
+    proc = start_process([TIERMEM, "serve", "--port", str(port)], env, tmp_path / "serve.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _ok(f"{url}/healthz"), timeout=90, what="tiermem serve")
+        memories = wait_for(
+            lambda: httpx.get(f"{url}/v1/users/bo/memories", headers=HEADERS).json()["data"],
+            timeout=30, what="the imported turn to be extracted")
+        assert {m["extractor"] for m in memories} == {"offline"}
+        assert any("Lisbon" in m["content"] for m in memories)
+        hits = httpx.post(f"{url}/v1/users/bo/memories/search", headers=HEADERS,
+                          json={"query": "What is Bo's job?", "k": 1}).json()["data"]
+        assert "nurse" in hits[0]["content"]
+        job = httpx.post(f"{url}/v1/sessions/live/turns", headers=HEADERS,
+                         json=f.turn("bo", "I love jazz.", speaker="Bo")).json()["job_id"]
+        wait_for(lambda: httpx.get(f"{url}/v1/jobs/{job}", headers=HEADERS).json()["status"] == "done",
+                 timeout=30, what="a live turn")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode in (0, -signal.SIGINT), (tmp_path / "serve.log").read_text()[-3000:]
+
+
+def _ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
