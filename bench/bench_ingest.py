@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 
 from bench._common import (
     REDIS_URL,
+    REPO,
     RESULTS_DIR,
     CpuSample,
     Service,
@@ -35,20 +37,69 @@ from bench._common import (
     machine_line,
     machine_percent,
     percentile,
-    write_results,
     postgres_database,
     sample_cpu,
     tiermem_command,
     wait_http,
+    write_results,
 )
+from bench.variants import PATCHES_ENV
 
 RESULTS = RESULTS_DIR / "ingest.md"
 TARGET_P99_MS = 20.0
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One API configuration: `workers=N`, `patches=a+b` (bench.variants),
+    `pythonpath=DIR` (e.g. a folder holding uvloop and httptools) and `KEY=VALUE` for
+    TIERMEM_KEY. The empty spec is the product as shipped."""
+
+    spec: str
+    workers: int = 1
+    patches: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str, *, default_workers: int) -> Variant:
+        workers, patches, env = default_workers, (), []
+        for token in spec.split():
+            key, sep, value = token.partition("=")
+            if not sep:
+                raise ValueError(f"variant token {token!r} is not KEY=VALUE")
+            if key == "workers":
+                workers = int(value)
+            elif key == "patches":
+                patches = tuple(value.split("+"))
+            elif key == "pythonpath":
+                env.append(("PYTHONPATH", value))
+            else:
+                env.append((f"TIERMEM_{key}", value))
+        return cls(spec=spec, workers=workers, patches=patches, env=tuple(env))
+
+    def command(self) -> list[str]:
+        if not self.patches:
+            return [*tiermem_command(), "api", "--workers", str(self.workers)]
+        return [sys.executable, "-m", "bench.variants", "api", "--workers", str(self.workers)]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(self.env)
+        if self.patches:
+            env[PATCHES_ENV] = ",".join(self.patches)
+        return env
+
+    def describe(self) -> str:
+        parts = [f"{self.workers} worker{'s' if self.workers > 1 else ''}"]
+        parts += [f"+{p}" for p in self.patches]
+        parts += [("uvloop+httptools" if k == "PYTHONPATH" else f"{k.removeprefix('TIERMEM_')}={v}")
+                  for k, v in self.env]
+        return ", ".join(parts)
+
+
 @dataclass
 class IngestRun:
-    label: str
+    backend: str
+    variant: Variant
     sent: int
     duration_s: float
     latency_ms: list[float]
@@ -61,8 +112,23 @@ class IngestRun:
     queued_tasks: int
 
     @property
+    def label(self) -> str:
+        return f"{self.backend}, {self.variant.describe()}"
+
+    @property
     def errors(self) -> int:
         return sum(n for status, n in self.statuses.items() if status != "202")
+
+    @property
+    def api_cpu_per_request_ms(self) -> float:
+        return 10 * self.api_cpu / self.achieved_rate if self.achieved_rate else float("nan")
+
+    @property
+    def other_cpu(self) -> float:
+        """CPU used by everything else on the machine (other people's work, Redis, the
+        database server), in % of one core."""
+        return max(0.0, self.machine_busy * (os.cpu_count() or 1) - self.api_cpu
+                   - self.loadgen_cpu)
 
     @property
     def achieved_rate(self) -> float:
@@ -90,7 +156,7 @@ def _queued(redis_url: str) -> int:
         client.close()
 
 
-def run_backend(backend: str, args: argparse.Namespace, extra_env: dict[str, str]) -> IngestRun:
+def run_one(backend: str, variant: Variant, args: argparse.Namespace) -> IngestRun:
     data_dir = Path(tempfile.mkdtemp(prefix=f"tiermem-bench-ingest-{backend}-"))
     flush_redis(args.redis_url)
     port = free_port()
@@ -101,36 +167,31 @@ def run_backend(backend: str, args: argparse.Namespace, extra_env: dict[str, str
                 "TIERMEM_DATA_DIR": str(data_dir),
                 "TIERMEM_PORT": str(port),
                 **db_env,
-                **extra_env,
+                **variant.environment(),
             })
-            api = Service(
-                f"api ({backend})",
-                [*tiermem_command(), "api", "--workers", str(args.api_workers)],
-                env, args.logs / f"ingest-api-{backend}.log",
-            )
+            # Migrate first, as a deployment does: `tiermem api --workers N` on an empty
+            # database has every worker run the migration at once, and all but one fail.
+            subprocess.run([*tiermem_command(), "migrate"], env=env, cwd=REPO, check=True,
+                           capture_output=True)
+            api = Service(f"api ({backend})", variant.command(), env,
+                          args.logs / f"ingest-api-{backend}.log")
             with api:
                 url = f"http://127.0.0.1:{port}"
                 wait_http(f"{url}/readyz", service=api)
-                result = _drive(url, args, api)
+                (first, last), payload = _drive(url, args, api)
                 api.check_alive()
-            samples, payload = result
             queued = _queued(args.redis_url)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
         flush_redis(args.redis_url)
-    first, last = samples
-    label = backend if not extra_env else f"{backend} ({', '.join(_short(extra_env))})"
     return IngestRun(
-        label=label, sent=payload["sent"], duration_s=payload["duration_s"],
-        latency_ms=payload["latency_ms"], service_ms=payload["service_ms"],
-        lag_ms=payload["lag_ms"], statuses=payload["statuses"],
-        api_cpu=cpu_percent(first, last, "api"), loadgen_cpu=cpu_percent(first, last, "loadgen"),
+        backend=backend, variant=variant, sent=payload["sent"],
+        duration_s=payload["duration_s"], latency_ms=payload["latency_ms"],
+        service_ms=payload["service_ms"], lag_ms=payload["lag_ms"],
+        statuses=payload["statuses"], api_cpu=cpu_percent(first, last, "api"),
+        loadgen_cpu=cpu_percent(first, last, "loadgen"),
         machine_busy=machine_percent(first, last), queued_tasks=queued,
     )
-
-
-def _short(env: dict[str, str]) -> list[str]:
-    return [f"{k.removeprefix('TIERMEM_')}={v}" for k, v in env.items()]
 
 
 def _drive(
@@ -140,6 +201,7 @@ def _drive(
         sys.executable, "-m", "bench.loadgen", "--url", url, "--rate", str(args.rate),
         "--duration", str(args.duration), "--warmup", str(args.warmup),
         "--users", str(args.users), "--connections", str(args.connections),
+        "--client", args.client,
     ]
     if not args.external_ids:
         argv.append("--no-external-ids")
@@ -176,15 +238,16 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
         f"{args.duration:g} s after {args.warmup:g} s of warm-up, over {args.users} users "
         f"(one session each), user message + assistant reply (~90 + ~300 characters"
         f"{', with external ids' if args.external_ids else ''}); "
-        f"`tiermem api --workers {args.api_workers}`, Redis broker db "
+        "`tiermem api` (or bench.variants for patched rows), Redis broker db "
         f"{args.redis_url.rsplit('/', 1)[-1]}, no worker (tasks queue). Latency counts from "
         "each request's scheduled send time (no coordinated omission); the load generator "
-        "(asyncio httpx, one process) shares the 2 cores with the API. "
+        f"(asyncio, `{args.client}` client, one process) shares the 2 cores with the API. "
         f"Target: p99 ≤ {TARGET_P99_MS:g} ms.",
         "",
-        "| database | sent | achieved /s | errors | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
-        "| send lag p99 ms | API CPU | loadgen CPU | machine busy | tasks queued |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| database, API configuration | sent | achieved /s | errors | p50 ms | p90 ms | p99 ms "
+        "| p99.9 ms | max ms | send lag p99 ms | API CPU | API CPU per request | loadgen CPU "
+        "| other CPU | tasks queued |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         lat = run.latency_ms
@@ -192,8 +255,9 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
             f"| {run.label} | {run.sent} | {run.achieved_rate:.1f} | {run.errors} "
             f"| {percentile(lat, 50):.1f} | {percentile(lat, 90):.1f} "
             f"| {percentile(lat, 99):.1f} | {percentile(lat, 99.9):.1f} | {max(lat):.1f} "
-            f"| {percentile(run.lag_ms, 99):.1f} | {run.api_cpu:.0f} % | {run.loadgen_cpu:.0f} % "
-            f"| {run.machine_busy:.0f} % | {run.queued_tasks} |"
+            f"| {percentile(run.lag_ms, 99):.1f} | {run.api_cpu:.0f} % "
+            f"| {run.api_cpu_per_request_ms:.1f} ms | {run.loadgen_cpu:.0f} % "
+            f"| {run.other_cpu:.0f} % | {run.queued_tasks} |"
         )
     lines.append("")
     for run in runs:
@@ -202,8 +266,9 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
         lines.append(f"- {run.label}: {verdict} the p99 target; statuses {statuses}.")
     lines += [
         "",
-        "API CPU is % of one core (200 % = both); machine busy is % of all cores. "
-        "Send lag is how late the generator sent (its own scheduling delay).",
+        "CPU columns are % of one core over the measured window (200 % = both cores); "
+        "other CPU is the rest of the machine (Redis, PostgreSQL, other people's jobs on this "
+        "shared box). Send lag is how late the generator sent (its own scheduling delay).",
         "",
     ]
     return "\n".join(lines)
@@ -218,23 +283,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds first")
     parser.add_argument("--users", type=int, default=200, help="users, one session each")
     parser.add_argument("--connections", type=int, default=256, help="load generator's cap")
-    parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="load generator's HTTP client (see bench.loadgen)")
+    parser.add_argument("--api-workers", type=int, default=1,
+                        help="uvicorn worker processes (unless a variant says otherwise)")
+    parser.add_argument("--variant", action="append", default=[], metavar="SPEC",
+                        help="an API configuration to measure (repeatable; default: the "
+                             "product as shipped), e.g. 'workers=2 LOG_LEVEL=WARNING "
+                             "patches=auth_cache+async_deps pythonpath=/opt/uvloop'")
     parser.add_argument("--no-external-ids", dest="external_ids", action="store_false",
                         help="send messages without external_id")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra environment for the API (repeatable), e.g. "
-                             "TIERMEM_LOG_LEVEL=WARNING")
     parser.add_argument("--redis-url", default=REDIS_URL, help="flushed before and after")
     parser.add_argument("--logs", type=Path, default=RESULTS_DIR / "logs")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    extra_env = dict(item.split("=", 1) for item in args.env)
+    variants = [Variant.parse(v, default_workers=args.api_workers) for v in args.variant or [""]]
     load_before = load_average()
-    runs = []
-    for backend in args.backends.split(","):
-        print(f"ingest: {backend} …", file=sys.stderr)
-        runs.append(run_backend(backend.strip(), args, extra_env))
+    runs: list[IngestRun] = []
+    failures: list[str] = []
+    for variant in variants:
+        for backend in args.backends.split(","):
+            print(f"ingest: {backend.strip()}, {variant.describe()} …", file=sys.stderr)
+            try:
+                run = run_one(backend.strip(), variant, args)
+            except (RuntimeError, TimeoutError, OSError) as exc:
+                print(f"  failed: {exc}", file=sys.stderr)
+                failures.append(f"{backend.strip()}, {variant.describe()}: {exc}")
+                continue
+            print(f"  p50 {percentile(run.latency_ms, 50):.1f} ms, "
+                  f"p99 {percentile(run.latency_ms, 99):.1f} ms, {run.achieved_rate:.0f}/s, "
+                  f"API CPU {run.api_cpu_per_request_ms:.1f} ms/request", file=sys.stderr)
+            runs.append(run)
     table = render(runs, args, argv, load_before)
+    if failures:
+        table += "\nRuns that failed:\n\n" + "\n".join(f"- {f}" for f in failures) + "\n"
     print(table)
     write_results(args.out, table)
 

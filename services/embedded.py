@@ -1,4 +1,4 @@
-"""`tiermem serve`: the API and a real Celery worker (thread pool) in one process, no servers needed.
+"""`tiermem serve`: the API and a real Celery worker (thread pool) in one process, no servers.
 
 Embedded Qdrant lets one process own its folder, so the worker threads and the API share
 one Runtime (one Qdrant client). The broker is Celery's in-memory transport unless
@@ -59,8 +59,11 @@ class EmbeddedWorker:
         settings = self.runtime.settings
         if resend_all:
             settings = settings.model_copy(
-                update={"worker": settings.worker.model_copy(
-                    update={"sweep_pending_after_s": 0.0, "sweep_running_after_s": 0.0})}
+                update={
+                    "worker": settings.worker.model_copy(
+                        update={"sweep_pending_after_s": 0.0, "sweep_running_after_s": 0.0}
+                    )
+                }
             )
         with session_scope(self.runtime.engine) as session:
             run_ids = claim_lost_runs(session=session, settings=settings, limit=100_000)

@@ -28,6 +28,37 @@ class LLMSettings(BaseModel):
     max_tokens: int = 1500
 
 
+class ChatSettings(BaseModel):
+    """The strong model that answers users (POST /v1/chat, /v1/chat/completions); unset
+    fields fall back to the extraction LLM's."""
+
+    base_url: str | None = None
+    api_key: str | None = None  # unset → the LLM's key, only when base_url is the LLM's too
+    model: str = "gpt-4o"
+    timeout_s: float = 60.0
+    max_tokens: int | None = None
+    context_limit_tokens: int = 128_000
+
+
+class ContextSettings(BaseModel):
+    """How the context before each message is assembled (GET /v1/sessions/{id}/context)."""
+
+    default_budget_tokens: int = 4000
+    # Shares of the budget; what one section leaves unused flows to the next.
+    memories_share: float = 0.3
+    earlier_messages_share: float = 0.2
+    history_share: float = 0.5
+    max_memories: int = 30
+    max_earlier_messages: int = 10
+    min_memory_score: float = 0.2  # cosine floor before blending
+    # Ranking blend for memories: similarity, recency (half-life in days), mention count.
+    weight_similarity: float = 0.75
+    weight_recency: float = 0.15
+    weight_mentions: float = 0.10
+    recency_half_life_days: float = 90.0
+    rrf_k: int = 60  # reciprocal rank fusion constant for history search
+
+
 class EmbeddingSettings(BaseModel):
     provider: Literal["local", "openai"] = "local"
     # local: a folder or file holding model.onnx; unset → the packaged int8 MiniLM
@@ -89,12 +120,31 @@ class ExtractionSettings(BaseModel):
 
 
 class CompressionSettings(BaseModel):
-    context_limit_tokens: int = 128_000
-    trigger_ratio: float = 0.7
-    target_ratio: float = 0.5
-    current_share: float = 0.5
-    topics_share: float = 0.3
-    bulks_share: float = 0.2
+    """The 50/30/20 loop (shared.compression). The first block can be overridden per session
+    (PUT /v1/sessions/{id}/compression); the rest is per deployment."""
+
+    enabled: bool = True
+    context_limit_tokens: int = Field(default=128_000, ge=1)
+    trigger_ratio: float = 0.7  # compress when the history passes this share of the limit
+    target_ratio: float = 0.5  # ... down to this share, split between the tiers below
+    current_share: float = Field(default=0.5, ge=0)
+    topics_share: float = Field(default=0.3, ge=0)
+    bulks_share: float = Field(default=0.2, ge=0)
+    # Keep the session's first exchange verbatim outside the split (project background),
+    # unless it would take more than head_max_share of the target.
+    pin_head: bool = True
+    head_max_share: float = Field(default=0.2, ge=0, le=1)
+
+    max_iterations: int = Field(default=100, ge=1)  # per run; a run that hits it continues later
+    chunk_max_tokens: int = Field(default=8000, ge=1)  # summarizer input per call
+    min_summary_tokens: int = Field(default=24, ge=1)  # a lone bulk this short is final
+    max_summary_tokens: int = Field(default=1024, ge=1)
+    topic_ratio: float = Field(default=0.25, gt=0, lt=1)  # messages → topic block
+    bulk_ratio: float = Field(default=0.5, gt=0, lt=1)  # topics → bulk, bulks → bulk
+    # A run holds the session's lock for at most lock_timeout_s (then the version check is
+    # the only guard); a second run waits lock_wait_s, then its task retries later.
+    lock_timeout_s: float = 600.0
+    lock_wait_s: float = 5.0
 
     @model_validator(mode="after")
     def _check_shares(self) -> CompressionSettings:
@@ -103,6 +153,8 @@ class CompressionSettings(BaseModel):
             raise ValueError(f"compression shares must sum to 1, got {total:.3f}")
         if not 0 < self.target_ratio < self.trigger_ratio <= 1:
             raise ValueError("compression needs 0 < target_ratio < trigger_ratio <= 1")
+        if self.min_summary_tokens > self.max_summary_tokens:
+            raise ValueError("compression needs min_summary_tokens <= max_summary_tokens")
         return self
 
 
@@ -134,6 +186,8 @@ class Settings(BaseSettings):
     port: int = 8000
 
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)

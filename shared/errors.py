@@ -50,3 +50,21 @@ class PermanentError(DomainError):
     """Retrying will not help: the run is marked failed with this message."""
 
     code = "permanent"
+
+
+class ChatNotConfigured(Unavailable):
+    """POST /v1/chat and /v1/chat/completions need a chat model endpoint."""
+
+    code = "chat_not_configured"
+
+
+class UpstreamError(DomainError):
+    """The chat model's server failed or refused: connection, 429, 5xx, a bad key or model."""
+
+    code = "upstream_error"
+
+
+class UpstreamTimeout(UpstreamError):
+    """The chat model did not answer within TIERMEM_CHAT__TIMEOUT_S."""
+
+    code = "upstream_timeout"

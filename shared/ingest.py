@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
@@ -110,11 +110,13 @@ def turn_messages(turn: TurnIn) -> list[NewMessage]:
     return out
 
 
-def validate_content(content: str, *, settings: Settings, where: str) -> str:
+def validate_content(
+    content: str, *, settings: Settings, where: str, check_length: bool = True
+) -> str:
     if not content.strip():
         raise InvalidInput(f"{where}: content is empty; send the message text")
     limit = settings.extraction.max_message_chars
-    if len(content) > limit:
+    if check_length and len(content) > limit:
         raise InvalidInput(
             f"{where}: content is {len(content)} characters; the limit is {limit} "
             "(TIERMEM_EXTRACTION__MAX_MESSAGE_CHARS)",
@@ -134,16 +136,21 @@ def ingest_messages(
     session_external_id: str,
     messages: Sequence[NewMessage],
     extractor: str,
+    check_length: bool = True,
 ) -> IngestResult:
     """Append messages to a session (created on first use) and open one run per user message.
 
     Everything is validated before anything is written. The caller commits, then enqueues
-    `result.runs` — the outbox sweeper covers a crash in between.
+    `result.runs` — the outbox sweeper covers a crash in between. `check_length=False` is
+    for text tiermem produced itself (the chat model's reply), which is stored whole.
     """
     if not messages:
         raise InvalidInput("no messages to store")
     for i, m in enumerate(messages):
-        validate_content(m.content, settings=settings, where=f"messages[{i}] ({m.role})")
+        validate_content(
+            m.content, settings=settings, where=f"messages[{i}] ({m.role})",
+            check_length=check_length,
+        )
 
     user = _get_or_create_user(session, tenant_id, user_external_id)
     chat = _get_or_create_session(session, tenant_id, user, session_external_id)
@@ -228,18 +235,20 @@ def _reserve_seqs(session: Session, chat_id: str, n: int) -> int:
     stmt = (
         update(ChatSession)
         .where(col(ChatSession.id) == chat_id)
-        .values(next_seq=ChatSession.next_seq + n)
-        .returning(ChatSession.next_seq)
+        .values(next_seq=col(ChatSession.next_seq) + n)
+        .returning(col(ChatSession.next_seq))
     )
     new_next = session.execute(stmt).scalar_one()
     return int(new_next) - n
 
 
-def _insert_ignore(session: Session, table: type[User] | type[ChatSession], values: dict[str, object]) -> None:
-    dialect = session.get_bind().dialect.name
-    module = postgresql if dialect == "postgresql" else sqlite
-    stmt = module.insert(table.__table__).values(**values).on_conflict_do_nothing()  # type: ignore[attr-defined]
-    session.execute(stmt)
+def _insert_ignore(session: Session, model: type[SQLModel], values: dict[str, object]) -> None:
+    """INSERT … ON CONFLICT DO NOTHING: two first turns of a new user may race."""
+    table = SQLModel.metadata.tables[str(model.__tablename__)]
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(postgresql.insert(table).values(**values).on_conflict_do_nothing())
+    else:
+        session.execute(sqlite.insert(table).values(**values).on_conflict_do_nothing())
 
 
 def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> User:
@@ -277,3 +286,22 @@ def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> Use
     if user is None:
         raise NotFound(f"user {user_external_id!r} not found", details={"user_id": user_external_id})
     return user
+
+
+def attach_reply(*, session: Session, run_id: str, reply_message_id: str) -> bool:
+    """Make a stored assistant message the reply of a run opened for the user message alone
+    (POST /v1/chat stores the user's message before the chat model answers).
+
+    Only a run no worker has started is changed, atomically; False otherwise (the outbox
+    sweeper sent it during a very slow reply), and the reply stays stored without the link.
+    """
+    stmt = (
+        update(ExtractionRun)
+        .where(
+            col(ExtractionRun.id) == run_id,
+            col(ExtractionRun.status) == "pending",
+            col(ExtractionRun.reply_message_id).is_(None),
+        )
+        .values(reply_message_id=reply_message_id, updated_at=utcnow())
+    )
+    return bool(session.execute(stmt).rowcount)  # type: ignore[attr-defined]

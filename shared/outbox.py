@@ -1,4 +1,4 @@
-"""The outbox: turns are committed as pending before they are enqueued; this finds work the broker lost."""
+"""The outbox: turns are committed pending before they are enqueued; this finds lost work."""
 
 from __future__ import annotations
 
@@ -22,10 +22,14 @@ def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) 
             select(ExtractionRun.id)
             .where(
                 or_(
-                    and_(ExtractionRun.status == "pending",
-                         col(ExtractionRun.updated_at) < pending_cutoff),
-                    and_(col(ExtractionRun.status).in_(["running", "retrying"]),
-                         col(ExtractionRun.updated_at) < running_cutoff),
+                    and_(
+                        ExtractionRun.status == "pending",
+                        col(ExtractionRun.updated_at) < pending_cutoff,
+                    ),
+                    and_(
+                        col(ExtractionRun.status).in_(["running", "retrying"]),
+                        col(ExtractionRun.updated_at) < running_cutoff,
+                    ),
                 )
             )
             .order_by(col(ExtractionRun.created_at))

@@ -15,8 +15,11 @@ from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
+from shared.llm.chat import ChatModel
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.vectors import VectorStore, collection_name, open_vector_store
+
+MESSAGES_SUFFIX = "_m"  # a message collection's name: the user's fact collection + this
 
 
 class Runtime:
@@ -27,6 +30,7 @@ class Runtime:
         self._vectors: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._extractor: Extractor | None = None
+        self._chat_model: ChatModel | None = None
 
     @property
     def vectors(self) -> VectorStore:
@@ -56,26 +60,46 @@ class Runtime:
                     self._extractor = _make_extractor(self.settings)
         return self._extractor
 
+    @property
+    def chat_model(self) -> ChatModel:
+        """Raises ChatNotConfigured (503) when neither a chat nor an LLM endpoint is set."""
+        if self._chat_model is None:
+            with self._lock:
+                if self._chat_model is None:
+                    self._chat_model = ChatModel(self.settings)
+        return self._chat_model
+
     @cached_property
     def user_locks(self) -> UserLocks:
         redis_cfg = self.settings.redis
         if self.settings.redis_url:
             return RedisUserLocks(
-                self.settings.redis_url, timeout_s=redis_cfg.lock_timeout_s,
+                self.settings.redis_url,
+                timeout_s=redis_cfg.lock_timeout_s,
                 wait_s=redis_cfg.lock_wait_s,
             )
         return LocalUserLocks(wait_s=redis_cfg.lock_wait_s)
 
     def collection_for(self, *, tenant_id: str, user_id: str) -> str:
         return collection_name(
-            secret_key=self.settings.secret_key, tenant_id=tenant_id, user_id=user_id,
+            secret_key=self.settings.secret_key,
+            tenant_id=tenant_id,
+            user_id=user_id,
             prefix=self.settings.qdrant.collection_prefix,
         )
+
+    def messages_collection_for(self, *, tenant_id: str, user_id: str) -> str:
+        """The user's second collection: their messages, for history search (point id =
+        message id). A separate collection keeps fact search and dedup free of messages."""
+        return self.collection_for(tenant_id=tenant_id, user_id=user_id) + MESSAGES_SUFFIX
 
     def close(self) -> None:
         if self._vectors is not None:
             self._vectors.close()
             self._vectors = None
+        if self._chat_model is not None:
+            self._chat_model.close()
+            self._chat_model = None
         self.engine.dispose()
 
 

@@ -1,4 +1,4 @@
-"""Tenants and API keys: keys are stored hashed; an app key reaches one tenant, admin reaches ops."""
+"""Tenants and API keys: stored hashed; an app key reaches one tenant, admin reaches ops."""
 
 from __future__ import annotations
 
@@ -63,7 +63,11 @@ def create_tenant(*, session: Session, name: str) -> Tenant:
 
 
 def create_api_key(
-    *, session: Session, tenant_id: str | None, scope: Scope = "app", name: str = "",
+    *,
+    session: Session,
+    tenant_id: str | None,
+    scope: Scope = "app",
+    name: str = "",
     key: str | None = None,
 ) -> tuple[ApiKey, str]:
     """Store a new key; the plaintext is returned once and never again."""
@@ -73,7 +77,10 @@ def create_api_key(
         raise NotFound(f"tenant {tenant_id} not found")
     plaintext = key or f"tm_{secrets.token_urlsafe(32)}"
     row = ApiKey(
-        key_hash=hash_key(plaintext), prefix=plaintext[:8], tenant_id=tenant_id, scope=scope,
+        key_hash=hash_key(plaintext),
+        prefix=plaintext[:8],
+        tenant_id=tenant_id,
+        scope=scope,
         name=name,
     )
     session.add(row)

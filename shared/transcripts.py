@@ -1,4 +1,4 @@
-"""Importing existing transcripts: lines grouped per session, stored in order, one run per user turn."""
+"""Importing transcripts: lines grouped per session, stored in order, one run per user turn."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import InvalidInput
-from shared.ingest import NewMessage, TranscriptLine, ingest_messages
+from shared.ingest import NewMessage, TranscriptLine, ingest_messages, validate_content
 
 
 @dataclass
@@ -26,16 +26,27 @@ def import_lines(
 ) -> ImportSummary:
     """Store one batch atomically (all or nothing) and commit; the caller enqueues run_ids."""
     summary = ImportSummary()
+    # Checked up front so an error names the line's index in the batch, not in its session.
+    for i, line in enumerate(lines):
+        validate_content(line.content, settings=settings, where=f"messages[{i}] ({line.role})")
     groups: dict[tuple[str, str], list[TranscriptLine]] = {}
     for line in lines:  # dicts keep first-seen order: sessions are stored in file order
         groups.setdefault((line.user_id, line.session_id), []).append(line)
     for (user_id, session_id), group in groups.items():
         result = ingest_messages(
-            session=session, settings=settings, tenant_id=tenant_id,
-            user_external_id=user_id, session_external_id=session_id,
+            session=session,
+            settings=settings,
+            tenant_id=tenant_id,
+            user_external_id=user_id,
+            session_external_id=session_id,
             messages=[
-                NewMessage(role=g.role, content=g.content, speaker=g.speaker,
-                           external_id=g.external_id, created_at=g.created_at)
+                NewMessage(
+                    role=g.role,
+                    content=g.content,
+                    speaker=g.speaker,
+                    external_id=g.external_id,
+                    created_at=g.created_at,
+                )
                 for g in group
             ],
             extractor=settings.extractor_kind,

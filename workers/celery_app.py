@@ -1,4 +1,4 @@
-"""The Celery application: Redis broker (or an in-process one for `tiermem serve`), JSON only, late acks."""
+"""The Celery application: Redis broker (in-process for `tiermem serve`), JSON only, late acks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from workers import queues
 
 def make_celery(settings: Settings) -> Celery:
     embedded = not settings.redis_url
-    app = Celery("tiermem", include=["workers.tasks.extract", "workers.tasks.outbox"])
+    app = Celery(
+        "tiermem",
+        include=["workers.tasks.extract", "workers.tasks.outbox", "workers.tasks.compress"],
+    )
     app.conf.update(
         # Without Redis only the one-process `tiermem serve` works: its worker threads
         # share this process's in-memory broker.
@@ -34,6 +37,7 @@ def make_celery(settings: Settings) -> Celery:
             if embedded
             else {"visibility_timeout": settings.redis.visibility_timeout_s}
         ),
+        beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
         beat_schedule={
             "sweep-outbox": {
                 "task": "tiermem.sweep_outbox",

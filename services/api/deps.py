@@ -53,7 +53,7 @@ def get_tenant_id(principal: PrincipalDep) -> str:
     if principal.tenant_id is None:
         raise Forbidden(
             "user data is reached with an app key of the user's tenant, not the admin key; "
-            "create one with POST /v1/admin/tenants or `tiermem keys create`"
+            "create one with POST /v1/admin/tenants or `tiermem tenants key NAME`"
         )
     return principal.tenant_id
 

@@ -8,10 +8,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import DomainError
+from shared.ingest import ID_RULE
 
 log = logging.getLogger(__name__)
+
+MALFORMED_JSON = (
+    "the request body is not valid UTF-8 JSON; send a JSON object with "
+    "Content-Type: application/json"
+)
 
 STATUS_BY_CODE = {
     "not_found": 404,
@@ -22,6 +29,9 @@ STATUS_BY_CODE = {
     "unavailable": 503,
     "transient": 503,
     "permanent": 502,
+    "chat_not_configured": 503,
+    "upstream_error": 502,
+    "upstream_timeout": 504,
 }
 
 
@@ -36,6 +46,15 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse(error_body(exc.code, exc.message, exc.details), status, headers)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body("internal", "internal error; the server log has the details "
+                       f"({type(exc).__name__})"),
+            500,
+        )
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
@@ -43,20 +62,29 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(
                 error_body(
                     "malformed_json",
-                    "the request body is not valid UTF-8 JSON; send a JSON object with "
-                    "Content-Type: application/json",
+                    MALFORMED_JSON,
                     {"errors": [_clean(e) for e in errors]},
                 ),
                 400,
             )
         first = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        message = f"{where}: {first.get('msg', 'invalid value')}" if where else first.get(
-            "msg", "invalid request"
-        )
+        problem = first.get("msg", "invalid value")
+        if first.get("type") == "string_pattern_mismatch" and first.get("loc", ("",))[0] == "path":
+            problem = f"invalid id; use {ID_RULE}"  # not the raw regex
+        message = f"{where}: {problem}" if where else problem
         return JSONResponse(
             error_body("invalid_input", message, {"errors": [_clean(e) for e in errors]}), 422
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own errors (unknown path, wrong method, a body FastAPI cannot even
+        # decode, e.g. invalid UTF-8 inside a JSON string) in the same shape as ours.
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return JSONResponse(error_body("malformed_json", MALFORMED_JSON), 400)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, exc.headers)
 
 
 def _clean(error: Any) -> dict[str, Any]:

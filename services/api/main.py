@@ -10,7 +10,17 @@ from fastapi import FastAPI
 from sqlmodel import Session
 
 from services.api.errors import install_error_handlers
-from services.api.routes import admin, health, jobs, memories, turns
+from services.api.routes import (
+    admin,
+    chat,
+    compression,
+    context,
+    health,
+    history,
+    jobs,
+    memories,
+    turns,
+)
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
@@ -52,6 +62,6 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (health, turns, jobs, memories, admin):
+    for module in (health, turns, chat, jobs, memories, history, context, compression, admin):
         app.include_router(module.router)
     return app

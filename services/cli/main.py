@@ -15,8 +15,11 @@ from shared.config import Settings, get_settings
 from shared.errors import DomainError
 from shared.ingest import TranscriptLine
 
-cli = typer.Typer(help="tiermem: long-term memory for multi-user chat backends.",
-                  no_args_is_help=True, add_completion=False)
+cli = typer.Typer(
+    help="tiermem: long-term memory for multi-user chat backends.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 cli.add_typer(tenants_cli, name="tenants")
 console = Console(stderr=True)
@@ -31,7 +34,9 @@ def _settings() -> Settings:
 
 
 def _logging(settings: Settings) -> None:
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 @cli.command()
@@ -55,15 +60,22 @@ def serve(
     runtime.embedder.embed(["warm up"])  # load the model before the first request needs it
     worker = EmbeddedWorker(runtime, concurrency=concurrency or settings.worker.concurrency)
     worker.start()
-    label = "LLM at " + str(settings.llm.base_url) if settings.llm.base_url else (
-        "offline rule-based extractor (set TIERMEM_LLM__BASE_URL for an LLM)")
+    label = (
+        "LLM at " + str(settings.llm.base_url)
+        if settings.llm.base_url
+        else ("offline rule-based extractor (set TIERMEM_LLM__BASE_URL for an LLM)")
+    )
     console.print(f"tiermem serve: extraction by {label}; data in {settings.data_dir}")
     if settings.dev_app_key:
         console.print(f"development app key: [bold]{settings.dev_app_key}[/bold]")
     app = create_app(settings, runtime=runtime)
     try:
-        uvicorn.run(app, host=host or settings.host, port=port or settings.port,
-                    log_level=settings.log_level.lower())
+        uvicorn.run(
+            app,
+            host=host or settings.host,
+            port=port or settings.port,
+            log_level=settings.log_level.lower(),
+        )
     finally:
         worker.stop()
         runtime.close()
@@ -80,12 +92,20 @@ def api(
 
     settings = _settings()
     if not settings.redis_url:
-        console.print("[red]tiermem api needs TIERMEM_REDIS_URL[/red] to reach its workers; "
-                      "for one process without servers run `tiermem serve`.")
+        console.print(
+            "[red]tiermem api needs TIERMEM_REDIS_URL[/red] to reach its workers; "
+            "for one process without servers run `tiermem serve`."
+        )
         raise typer.Exit(2)
     _logging(settings)
-    uvicorn.run("services.api.main:create_app", factory=True, host=host or settings.host,
-                port=port or settings.port, workers=workers, log_level=settings.log_level.lower())
+    uvicorn.run(
+        "services.api.main:create_app",
+        factory=True,
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+    )
 
 
 @cli.command()
@@ -99,17 +119,30 @@ def worker(
     """A Celery worker on TIERMEM_REDIS_URL."""
     settings = _settings()
     if not settings.redis_url:
-        console.print("[red]tiermem worker needs TIERMEM_REDIS_URL[/red]; "
-                      "for one process without servers run `tiermem serve`.")
+        console.print(
+            "[red]tiermem worker needs TIERMEM_REDIS_URL[/red]; "
+            "for one process without servers run `tiermem serve`."
+        )
         raise typer.Exit(2)
     from shared.db.migrate import upgrade_to_head
     from workers.celery_app import app
 
     if settings.database.auto_migrate:
         upgrade_to_head(settings)
-    argv = ["worker", "-Q", queues, "-P", pool or settings.worker.pool,
-            "-c", str(concurrency or settings.worker.concurrency), "--loglevel", loglevel, "-E"]
+    argv = [
+        "worker",
+        "-Q",
+        queues,
+        "-P",
+        pool or settings.worker.pool,
+        "-c",
+        str(concurrency or settings.worker.concurrency),
+        "--loglevel",
+        loglevel,
+        "-E",
+    ]
     if beat:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
     app.worker_main(argv)
 
@@ -117,7 +150,7 @@ def worker(
 @cli.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Celery beat: schedules the outbox sweeper."""
-    _settings()
+    _settings().data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
     from workers.celery_app import app
 
     app.start(["beat", "--loglevel", loglevel])
@@ -135,9 +168,16 @@ def migrate() -> None:
 
 @cli.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="JSONL: user_id, session_id, role, speaker, "
-                                             "content, created_at, external_id per line")],
-    tenant: Annotated[str | None, typer.Option(help="tenant name (default: the dev tenant)")] = None,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL: user_id, session_id, role, speaker, "
+            "content, created_at, external_id per line"
+        ),
+    ],
+    tenant: Annotated[
+        str | None, typer.Option(help="tenant name (default: the dev tenant)")
+    ] = None,
     batch_size: Annotated[int, typer.Option(min=1, max=5000)] = 500,
 ) -> None:
     """Load an existing transcript and queue extraction for every user turn."""
@@ -158,14 +198,17 @@ def import_(
             name = tenant or settings.auth.dev_tenant
             row = get_tenant_by_name(session=session, name=name)
             if row is None:
-                raise DomainError(f"tenant {name!r} not found; create it: tiermem tenants create {name}")
+                raise DomainError(
+                    f"tenant {name!r} not found; create it: tiermem tenants create {name}"
+                )
             lines = list(read_jsonl(file.open(encoding="utf-8")))
             stored = dupes = queued = 0
             with _progress() as progress:
                 task = progress.add_task("importing", total=len(lines))
                 for chunk in _chunks(lines, batch_size):
-                    summary = import_lines(session=session, settings=settings,
-                                           tenant_id=row.id, lines=chunk)
+                    summary = import_lines(
+                        session=session, settings=settings, tenant_id=row.id, lines=chunk
+                    )
                     enqueue(summary.run_ids)
                     stored, dupes = stored + summary.stored, dupes + summary.duplicates
                     queued += len(summary.run_ids)
@@ -176,8 +219,10 @@ def import_(
     finally:
         runtime.close()
     where = "the workers" if settings.redis_url else "`tiermem serve` when it starts"
-    console.print(f"stored {stored} messages ({dupes} already present); "
-                  f"{queued} turns queued for extraction by {where}")
+    console.print(
+        f"stored {stored} messages ({dupes} already present); "
+        f"{queued} turns queued for extraction by {where}"
+    )
 
 
 @cli.command()
@@ -206,8 +251,11 @@ def reindex(
             with _progress() as progress:
                 task = progress.add_task("reindexing users", total=None)
                 users, points = reindex_all(
-                    runtime=runtime, session=session, tenant_id=tenant_id,
-                    user_external_id=user, progress=lambda n: progress.advance(task, n),
+                    runtime=runtime,
+                    session=session,
+                    tenant_id=tenant_id,
+                    user_external_id=user,
+                    progress=lambda n: progress.advance(task, n),
                 )
     except DomainError as exc:
         console.print(f"[red]reindex failed:[/red] {exc.message}")
@@ -255,12 +303,19 @@ def _key_command(*, name: str, create: bool, scope: str) -> None:
     engine = make_engine(settings)
     try:
         with Session(engine) as session:
-            row = (create_tenant(session=session, name=name) if create
-                   else get_tenant_by_name(session=session, name=name))
+            row = (
+                create_tenant(session=session, name=name)
+                if create
+                else get_tenant_by_name(session=session, name=name)
+            )
             if row is None:
                 raise DomainError(f"tenant {name!r} not found")
-            _, key = create_api_key(session=session, tenant_id=row.id, name="cli",
-                                    scope="admin" if scope == "admin" else "app")
+            _, key = create_api_key(
+                session=session,
+                tenant_id=row.id,
+                name="cli",
+                scope="admin" if scope == "admin" else "app",
+            )
     except DomainError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
@@ -283,17 +338,25 @@ def _chunks(lines: list[TranscriptLine], size: int) -> Iterator[list[TranscriptL
     start = 0
     while start < len(lines):
         end = min(start + size, len(lines))
-        while (end < len(lines) and lines[end].role == "assistant"
-               and lines[end - 1].role == "user"
-               and lines[end].session_id == lines[end - 1].session_id):
+        while (
+            end < len(lines)
+            and lines[end].role == "assistant"
+            and lines[end - 1].role == "user"
+            and lines[end].session_id == lines[end - 1].session_id
+        ):
             end += 1
         yield lines[start:end]
         start = end
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Alembic hook: upgrade a database to the newest schema from code (startup and `tiermem migrate`)."""
+"""Alembic hook: upgrade a database to the newest schema (at startup and `tiermem migrate`)."""
 
 from __future__ import annotations
 

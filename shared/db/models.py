@@ -97,8 +97,12 @@ class Fact(SQLModel, table=True):
         Index("ix_facts_user_norm", "user_id", "content_hash"),
         # Backstop under the per-user lock: never two active facts with the same content.
         Index(
-            "uq_facts_user_active_content", "user_id", "content_hash", unique=True,
-            sqlite_where=text("valid_to IS NULL"), postgresql_where=text("valid_to IS NULL"),
+            "uq_facts_user_active_content",
+            "user_id",
+            "content_hash",
+            unique=True,
+            sqlite_where=text("valid_to IS NULL"),
+            postgresql_where=text("valid_to IS NULL"),
         ),
         Index("ix_facts_user_slot", "user_id", "slot"),
     )
@@ -120,6 +124,8 @@ class Fact(SQLModel, table=True):
     valid_from: dt.datetime | None = None
     valid_to: dt.datetime | None = None  # set → superseded; only NULL rows are in Qdrant
     superseded_by: str | None = Field(default=None, max_length=36)
+    # Set by the injection guard: the fact is kept and listed, but never put in a prompt.
+    quarantine_reason: str | None = Field(default=None, max_length=200)
     source_session_ids: list[str] = Field(
         default_factory=list, sa_column=Column(JSON, nullable=False)
     )
@@ -166,6 +172,111 @@ class ExtractionRun(SQLModel, table=True):
     skipped_reason: str | None = Field(default=None, max_length=64)
     created_at: dt.datetime = Field(default_factory=utcnow)
     enqueued_at: dt.datetime | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class CompressionState(SQLModel, table=True):
+    """A session's tier state: the version every compression step bumps, and its settings.
+
+    The current tier is implicit: the session's messages after `covered_through_seq` (and
+    after the pinned head). Rows go with their session (ON DELETE CASCADE).
+    """
+
+    __tablename__ = "compression_states"
+
+    session_id: str = Field(
+        foreign_key="chat_sessions.id", primary_key=True, max_length=36, ondelete="CASCADE"
+    )
+    tenant_id: str = Field(max_length=36)
+    # Optimistic concurrency: a step commits only if the version is the one it read.
+    version: int = 0
+    # Per-session overrides of CompressionSettings (validated when set).
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    head_decided: bool = False  # the pin-head decision is made once, on the first run
+    head_through_seq: int | None = None  # messages up to here are the pinned head
+    covered_through_seq: int = -1  # the newest own message a tier entry covers
+    # A continued session: the parent's message ranges its seed entries cover.
+    seeded_spans: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    last_run_id: str | None = Field(default=None, max_length=36)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class TierEntry(SQLModel, table=True):
+    """One entry of the topics or bulks tier: a summary, or a message moved down verbatim."""
+
+    __tablename__ = "tier_entries"
+    __table_args__ = (
+        UniqueConstraint("session_id", "tier", "position", name="uq_tier_entries_position"),
+    )
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    session_id: str = Field(
+        foreign_key="chat_sessions.id", index=True, max_length=36, ondelete="CASCADE"
+    )
+    tier: str = Field(max_length=8)  # topics | bulks
+    position: int  # order within the tier, oldest first (gaps allowed)
+    kind: str = Field(max_length=8)  # summary | message
+    level: int = 0  # 0 verbatim, 1 topic summary, 2+ bulk (re-compressions add one)
+    role: str = Field(default="system", max_length=16)
+    speaker: str | None = Field(default=None, max_length=100)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    token_count: int = 0  # of `text`
+    cost_tokens: int = 0  # of the line the context renders for it
+    # The span: this session's messages first_seq..last_seq (None for an entry that only
+    # covers a parent's messages), and every range it covers, parents' included, in `spans`.
+    first_seq: int | None = None
+    last_seq: int | None = None
+    first_message_id: str | None = Field(default=None, max_length=36)
+    last_message_id: str | None = Field(default=None, max_length=36)
+    spans: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    message_count: int = 0
+    span_end_at: dt.datetime | None = None  # when the newest covered message was said
+    summarizer: str | None = Field(default=None, max_length=16)  # llm | offline
+    model: str | None = Field(default=None, max_length=100)
+    created_by_run: str | None = Field(default=None, max_length=36)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class CompressionRun(SQLModel, table=True):
+    """One run of the loop over one session: what GET /v1/sessions/{id}/compression/runs lists."""
+
+    __tablename__ = "compression_runs"
+    __table_args__ = (Index("ix_compression_runs_session_created", "session_id", "created_at"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    session_id: str = Field(foreign_key="chat_sessions.id", max_length=36, ondelete="CASCADE")
+    tenant_id: str = Field(max_length=36)
+    trigger: str = Field(max_length=16)  # auto | compact | continue
+    focus: str | None = Field(default=None, sa_column=Column(Text))
+    # pending running done cannot_fit partial stale failed
+    status: str = Field(default="pending", max_length=16)
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    attempts: int = 0
+    iterations: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    target_tokens: int = 0
+    llm_calls: int = 0
+    fallbacks: int = 0
+    prompt_tokens: int = 0  # summarizer tokens, as the LLM server counted them
+    completion_tokens: int = 0
+    summarizer: str | None = Field(default=None, max_length=16)
+    version_before: int | None = None
+    version_after: int | None = None
+    steps: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    llm_ms: float = 0.0
+    engine_ms: float = 0.0  # the loop's own work: planning, counting, persisting
+    duration_ms: float = 0.0
+    created_at: dt.datetime = Field(default_factory=utcnow)
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     updated_at: dt.datetime = Field(default_factory=utcnow)

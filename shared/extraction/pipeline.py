@@ -17,6 +17,7 @@ from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
+from shared.memory.history import index_messages
 from shared.memory.writer import provenance_for, write_facts
 from shared.runtime import Runtime
 
@@ -45,6 +46,10 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
         return claimed
     turn, run = claimed
     try:
+        # History search's vectors first: a turn whose extraction fails for good is still
+        # found by meaning, and a vector-store error here is retried before any LLM call.
+        index_messages(runtime=runtime, tenant_id=run.tenant_id, user_id=run.user_id,
+                       message_ids=[i for i in (run.message_id, run.reply_message_id) if i])
         result = runtime.extractor.extract(turn)
         if result.skipped_reason or not result.facts:
             outcome = RunOutcome(run_id, "skipped" if result.skipped_reason else "done")

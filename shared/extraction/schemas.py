@@ -1,4 +1,4 @@
-"""The six typed fact schemas an extractor may emit, and the slot key used to spot contradictions."""
+"""The six typed fact schemas an extractor may emit, and the slot keys that reveal contradictions."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ class _FactBase(BaseModel):
 
 
 # Attributes a person can hold several values of at once: never superseded by a new value.
-MULTI_VALUED_ATTRIBUTES = frozenset({"language", "languages", "pet", "pets", "hobby", "hobbies"})
+MULTI_VALUED_ATTRIBUTES = frozenset({"language", "pet", "hobby"})
+# "languages" and "language" must name one slot, or one fact is stored twice.
+_SINGULAR = {"languages": "language", "pets": "pet", "hobbies": "hobby"}
 
 
 class IdentityFact(_FactBase):
@@ -69,9 +71,10 @@ class IdentityFact(_FactBase):
     value: str = Field(min_length=1, max_length=200)
 
     def slot_attribute(self) -> str | None:
-        if slot_part(self.attribute) in MULTI_VALUED_ATTRIBUTES:
-            return f"{self.attribute}:{self.value}"
-        return self.attribute
+        attribute = _SINGULAR.get(slot_part(self.attribute), self.attribute)
+        if slot_part(attribute) in MULTI_VALUED_ATTRIBUTES:
+            return f"{attribute}:{self.value}"
+        return attribute
 
     def slot_value(self) -> str:
         return self.value
@@ -188,4 +191,3 @@ def strict_json_schema() -> dict[str, Any]:
         "required": ["facts"],
         "additionalProperties": False,
     }
-

@@ -91,9 +91,17 @@ class LLMClient:
         self.close()
 
     def complete_json(
-        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        schema_name: str,
+        max_tokens: int | None = None,
     ) -> LLMReply:
         """Ask for a JSON reply matching `schema`; repair malformed output once.
+
+        `max_tokens` caps this call's reply (default TIERMEM_LLM__MAX_TOKENS).
 
         Raises TransientError (worth retrying), PermanentError, or MalformedOutput when the
         reply is still not usable JSON after the repair call.
@@ -106,7 +114,7 @@ class LLMClient:
         ]
         response_format = self._response_format(schema, schema_name)
         started = time.perf_counter()
-        first = self._call(messages, response_format)
+        first = self._call(messages, response_format, max_tokens)
         data, problem = _parse(first.text, schema)
         calls = [first]
         if problem is not None:
@@ -119,7 +127,7 @@ class LLMClient:
                 {"role": "assistant", "content": first.text},
                 {"role": "user", "content": repair_instructions(problem)},
             ]
-            second = self._call(repair, response_format)
+            second = self._call(repair, response_format, max_tokens)
             calls.append(second)
             data, problem = _parse(second.text, schema)
             if problem is not None:
@@ -161,14 +169,19 @@ class LLMClient:
             "json_schema": {"name": schema_name, "schema": schema, "strict": True},
         }
 
-    def _call(self, messages: list[ChatCompletionMessageParam], response_format: Any) -> _Call:
+    def _call(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        response_format: Any,
+        max_tokens: int | None = None,
+    ) -> _Call:
         try:
             completion: ChatCompletion = self._client.chat.completions.create(
                 model=self.settings.model,
                 messages=messages,
                 response_format=response_format,
                 temperature=self.settings.temperature,
-                max_tokens=self.settings.max_tokens,
+                max_tokens=max_tokens or self.settings.max_tokens,
             )
         except openai.APIError as exc:
             raise self._map_error(exc) from exc

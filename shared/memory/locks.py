@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -35,10 +36,9 @@ class RedisUserLocks:
         try:
             yield
         finally:
-            try:
+            # expired while we worked: the next holder already has it
+            with contextlib.suppress(redis.exceptions.LockError):
                 lock.release()
-            except redis.exceptions.LockError:
-                pass  # expired while we worked: the next holder already has it
 
 
 class LocalUserLocks:

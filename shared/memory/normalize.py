@@ -20,7 +20,9 @@ def content_hash(text: str) -> str:
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_NEGATION = re.compile(r"\b(?:not|no|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot)\b|n't\b")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot)\b|n't\b"
+)
 
 
 def may_be_paraphrases(a: str, b: str) -> bool:

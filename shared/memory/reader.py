@@ -30,6 +30,7 @@ class MemoryPublic(BaseModel):
     valid_from: dt.datetime | None
     valid_to: dt.datetime | None
     superseded_by: str | None
+    quarantine_reason: str | None = None  # set → never injected into a prompt
     source_session_ids: list[str]
     source_message_ids: list[str]
     extractor: str
@@ -54,11 +55,17 @@ class MemoriesPublic(BaseModel):
 
 def list_memories(
     *, session: Session, user: User, types: Sequence[FactType] = (),
-    include_superseded: bool = False, limit: int = 100, offset: int = 0,
+    include_superseded: bool = False, quarantined: bool | None = None, limit: int = 100,
+    offset: int = 0,
 ) -> MemoriesPublic:
+    """`quarantined`: True lists only facts the injection guard holds back, False only the
+    others, None both."""
     query = select(Fact).where(Fact.user_id == user.id)
     if types:
         query = query.where(col(Fact.type).in_(types))
+    if quarantined is not None:
+        reason = col(Fact.quarantine_reason)
+        query = query.where(reason.is_not(None) if quarantined else reason.is_(None))
     if not include_superseded:
         query = query.where(col(Fact.valid_to).is_(None))
     total = session.exec(select(func.count()).select_from(query.subquery())).one()
@@ -106,7 +113,7 @@ def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: 
 
 
 def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, int]:
-    """Every SQL row of the user, then the user's collection (a rebuild would find nothing)."""
+    """Every SQL row of the user, then the user's collections (a rebuild would find nothing)."""
     vectors = runtime.vectors
     counts: dict[str, int] = {}
     # Under the user's lock: an extraction finishing meanwhile cannot re-add a fact.
@@ -117,6 +124,9 @@ def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, 
         session.delete(user)
         session.commit()
         vectors.drop_collection(runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id))
+        vectors.drop_collection(
+            runtime.messages_collection_for(tenant_id=user.tenant_id, user_id=user.id)
+        )
     return counts
 
 

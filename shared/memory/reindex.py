@@ -1,25 +1,31 @@
-"""Rebuild users' Qdrant collections from SQL, the system of record (`tiermem reindex`)."""
+"""Rebuild users' vector collections (facts, messages) and the keyword index from SQL."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from sqlmodel import Session, col, select
 
 from shared.db.models import Fact, User
+from shared.memory.history import rebuild_keyword_index, reindex_messages
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint
 
+log = logging.getLogger(__name__)
+
 
 def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:
-    """Drop the collection and re-embed every active fact; returns the number of points."""
+    """Drop the user's collections, re-embed every active fact and every message; returns the
+    number of fact points."""
     collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
     with runtime.user_locks.hold(user.id):
         runtime.vectors.drop_collection(collection)
         runtime.vectors.ensure_collection(collection, runtime.embedder.dim)
         rows = session.exec(
-            select(Fact).where(Fact.user_id == user.id, col(Fact.valid_to).is_(None))
+            select(Fact)
+            .where(Fact.user_id == user.id, col(Fact.valid_to).is_(None))
             .order_by(col(Fact.created_at))
         ).all()
         for start in range(0, len(rows), batch):
@@ -27,21 +33,31 @@ def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int =
             vectors = runtime.embedder.embed([r.content for r in chunk])
             runtime.vectors.upsert(
                 collection,
-                [VectorPoint(id=r.id, vector=v, payload=point_payload(r))
-                 for r, v in zip(chunk, vectors, strict=True)],
+                [
+                    VectorPoint(id=r.id, vector=v, payload=point_payload(r))
+                    for r, v in zip(chunk, vectors, strict=True)
+                ],
             )
+        messages = reindex_messages(runtime=runtime, session=session, user=user)
+    log.info("reindexed user", extra={"user_id": user.id, "facts": len(rows), "messages": messages})
     return len(rows)
 
 
 def reindex_all(
-    *, runtime: Runtime, session: Session, tenant_id: str | None = None,
-    user_external_id: str | None = None, progress: Callable[[int], None] | None = None,
+    *,
+    runtime: Runtime,
+    session: Session,
+    tenant_id: str | None = None,
+    user_external_id: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[int, int]:
     query = select(User)
     if tenant_id:
         query = query.where(User.tenant_id == tenant_id)
     if user_external_id:
         query = query.where(User.external_id == user_external_id)
+    if not (tenant_id or user_external_id):
+        rebuild_keyword_index(session)  # one index for everyone: only on a full reindex
     users = session.exec(query).all()
     points = 0
     for user in users:

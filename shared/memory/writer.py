@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session, col, select
 
-from shared.db.models import ExtractionRun, Fact, utcnow
+from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
+from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorPoint, VectorStore, point_id
 
@@ -71,6 +72,10 @@ def write_facts(
     dedup_threshold: float,
 ) -> WriteOutcome:
     """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
+    # The database's own per-user serialization (PostgreSQL; SQLite's BEGIN IMMEDIATE
+    # already is one): should the user's lock expire mid-write, a second writer waits here
+    # instead of deciding from a stale read (a lost merge, or a fact superseding its twin).
+    session.exec(select(User.id).where(User.id == prov.user_id).with_for_update())
     outcome = WriteOutcome()
     to_upsert: dict[str, np.ndarray] = {}
     # Facts added earlier in this same batch: not yet in the vector store.
@@ -91,18 +96,32 @@ def write_facts(
             continue
 
         new = _new_row(fact, prov)
+        existing = session.get(Fact, new.id)
+        if existing is not None:
+            # A rerun of this message: its fact was recorded (and, not being found active
+            # above, has since been superseded). It must not retire today's fact in turn.
+            outcome.unchanged.append(existing.id)
+            to_upsert[existing.id] = vector
+            continue
+        new.quarantine_reason = screen(new.content, source="fact")
+        if new.quarantine_reason is not None:
+            new.slot = None  # parked: a flagged fact neither retires nor is retired by a clean one
         rival = _active_in_slot(session, prov.user_id, new.slot)
+        if rival is not None and rival.id != new.id and rival.first_seen_at > prov.seen_at:
+            # An older statement processed late (an imported transcript, a replay): it is
+            # history, recorded as already replaced by the newer value, which stays.
+            new.valid_to = rival.first_seen_at
+            new.superseded_by = rival.id
+            session.add(new)
+            session.flush()
+            outcome.added.append(new.id)
+            continue
         if rival is not None and rival.id != new.id:
             rival.valid_to = prov.seen_at
             rival.superseded_by = new.id
             rival.updated_at = utcnow()
             session.add(rival)
             outcome.superseded.append(rival.id)
-        existing = session.get(Fact, new.id)
-        if existing is not None:  # crash after commit, before the vector write
-            outcome.unchanged.append(existing.id)
-            to_upsert[existing.id] = vector
-            continue
         session.add(new)
         session.flush()
         batch.append((new, vector))
@@ -154,19 +173,23 @@ def _find_duplicate(
     best: tuple[float, Fact | None] = (threshold, None)
     for row, other in batch:
         score = float(np.dot(vector, other))
-        if row.type == fact.type and score >= best[0] and may_be_paraphrases(row.content, fact.content):
+        if (row.type == fact.type and score >= best[0] and row.quarantine_reason is None
+                and may_be_paraphrases(row.content, fact.content)):
             best = (score, row)
     if best[1] is not None:
         return best[1]
     for hit in vectors.search(collection, vector, limit=5, score_threshold=threshold):
         if hit.payload.get("type") != fact.type:
             continue
-        row = session.get(Fact, hit.id)
-        if row is None or row.valid_to is not None or not may_be_paraphrases(row.content, fact.content):
+        stored = session.get(Fact, hit.id)
+        # a clean restatement must not vanish into a quarantined look-alike
+        if stored is None or stored.valid_to is not None or stored.quarantine_reason:
+            continue
+        if not may_be_paraphrases(stored.content, fact.content):
             continue
         # a slotted fact never merges into a different slot: that would hide a contradiction
-        if not fact.slot or row.slot == fact.slot:
-            return row
+        if not fact.slot or stored.slot == fact.slot:
+            return stored
     return None
 
 

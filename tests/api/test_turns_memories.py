@@ -17,11 +17,12 @@ from tests.conftest import ADMIN_KEY, make_settings, wait_job
 from tests.scripted_llm import ScriptedLLM
 
 
-@pytest.fixture(name="settings")
-def llm_settings(tmp_path: Path, scripted_llm: ScriptedLLM) -> Any:
+@pytest.fixture(name="settings", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def llm_settings(tmp_path: Path, scripted_llm: ScriptedLLM, request: pytest.FixtureRequest) -> Any:
+    database = {"database_url": request.getfixturevalue("pg_url")} if request.param == "postgres" else {}
     return make_settings(
         tmp_path, llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
-        qdrant={"in_memory": True},
+        qdrant={"in_memory": True}, **database,
     )
 
 
@@ -151,7 +152,7 @@ def test_export_delete_memory_and_delete_user(client: TestClient, scripted_llm: 
     hits = client.post("/v1/users/ana/memories/search", json={"query": "dog Rex"}).json()
     assert all("Rex" not in h["content"] for h in hits["data"])
 
-    assert len(runtime.vectors.list_collections()) == 1
+    assert len(runtime.vectors.list_collections()) == 2  # facts, and messages for history search
     deleted = client.delete("/v1/users/ana").json()["deleted"]
     assert deleted["messages"] == 2 and deleted["facts"] == 1
     assert client.get("/v1/users/ana/memories").status_code == 404

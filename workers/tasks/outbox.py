@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
+
+from celery.signals import worker_ready
 
 from shared.db.engine import session_scope
 from shared.outbox import claim_lost_runs
@@ -26,3 +29,12 @@ def sweep_outbox() -> int:
 @app.task(name="tiermem.sweep_outbox", ignore_result=True)
 def sweep_outbox_task() -> int:
     return sweep_outbox()
+
+
+@worker_ready.connect
+def _sweep_at_startup(**_: Any) -> None:
+    # A worker coming back after an outage picks up what was lost, without waiting for beat.
+    try:
+        sweep_outbox()
+    except Exception:
+        log.exception("outbox sweep at worker start failed")

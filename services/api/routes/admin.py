@@ -59,5 +59,7 @@ def get_tenants(session: SessionDep, _: AdminDep) -> list[TenantPublic]:
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated)
 def post_key(tenant_id: str, body: KeyIn, session: SessionDep, _: AdminDep) -> KeyCreated:
-    row, key = create_api_key(session=session, tenant_id=tenant_id, scope=body.scope, name=body.name)
+    row, key = create_api_key(
+        session=session, tenant_id=tenant_id, scope=body.scope, name=body.name
+    )
     return KeyCreated(id=row.id, tenant_id=row.tenant_id, scope=row.scope, key=key)

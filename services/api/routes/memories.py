@@ -34,23 +34,39 @@ class SearchIn(BaseModel):
 
 @router.get("/memories", response_model=MemoriesPublic)
 def read_memories(
-    user: UserDep, session: SessionDep,
+    user: UserDep,
+    session: SessionDep,
     type: Annotated[list[FactType] | None, Query(description="repeat to allow several")] = None,
     include_superseded: bool = False,
+    quarantined: Annotated[
+        bool | None, Query(description="true: only facts held back by the injection guard")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> MemoriesPublic:
     return list_memories(
-        session=session, user=user, types=type or [], include_superseded=include_superseded,
-        limit=limit, offset=offset,
+        session=session,
+        user=user,
+        types=type or [],
+        include_superseded=include_superseded,
+        quarantined=quarantined,
+        limit=limit,
+        offset=offset,
     )
 
 
 @router.post("/memories/search", response_model=MemoriesPublic)
-def search(body: SearchIn, user: UserDep, session: SessionDep, runtime: RuntimeDep) -> MemoriesPublic:
+def search(
+    body: SearchIn, user: UserDep, session: SessionDep, runtime: RuntimeDep
+) -> MemoriesPublic:
     return search_memories(
-        runtime=runtime, session=session, user=user, query=body.query, k=body.k,
-        types=body.types, min_score=body.min_score,
+        runtime=runtime,
+        session=session,
+        user=user,
+        query=body.query,
+        k=body.k,
+        types=body.types,
+        min_score=body.min_score,
     )
 
 

@@ -6,9 +6,10 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.deps import RuntimeDep, SessionDep, TenantDep
+from services.api.routes.compression import enqueue_compression
 from shared.ingest import ID_RULE, TranscriptLine, TurnIn, ingest_messages, turn_messages
 from shared.transcripts import import_lines
 
@@ -31,6 +32,8 @@ class TurnAccepted(BaseModel):
 
 
 class ImportIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
 
 
@@ -64,7 +67,10 @@ def post_turn(
     )
     session.commit()
     enqueue(request, [r.id for r in result.runs])
-    run = (result.runs or result.existing_runs or [None])[0]
+    if any(m.role == "assistant" for m in result.messages):  # the trigger check of issue 4
+        enqueue_compression(request, result.session.id)
+    runs = result.runs or result.existing_runs
+    run = runs[0] if runs else None
     return TurnAccepted(
         session_id=session_id, user_id=turn.user_id,
         message_ids=[m.id for m in result.messages],

@@ -1,0 +1,173 @@
+"""mem0's search over the context benchmark's facts; run by bench.bench_context in the
+benchmark-only venv (bench/.venv: mem0ai, never a tiermem dependency).
+
+    MEM0_TELEMETRY=False MEM0_DIR=... bench/.venv/bin/python -m bench.mem0_runner IN OUT
+
+IN is a folder the parent wrote: per scenario `<key>.npz` (user_ids, texts, created_at,
+vectors: the same facts and the same vectors tiermem stores) and `<key>.json` (the timed
+queries, each with its user). mem0 runs with its embedded Qdrant on a folder (`path=`),
+one collection for all users (its design: a payload filter on user_id), and our local ONNX
+MiniLM as its embedder (an `EmbeddingBase` subclass wrapping the very class tiermem uses,
+no cache), so both sides embed each query with the same model on the same thread count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+if os.environ.get("MEM0_TELEMETRY") != "False" or not os.environ.get("MEM0_DIR"):
+    sys.exit("set MEM0_TELEMETRY=False and MEM0_DIR before running the mem0 runner")
+
+import numpy as np  # noqa: E402
+from mem0 import Memory  # noqa: E402
+from mem0.embeddings.base import EmbeddingBase  # noqa: E402
+from mem0.memory.main import _build_filters_and_metadata  # noqa: E402
+from mem0.utils.lemmatization import lemmatize_for_bm25  # noqa: E402
+
+from shared.config import EmbeddingSettings  # noqa: E402
+from shared.embeddings.local_onnx import OnnxMiniLMEmbedder  # noqa: E402
+
+K = 10
+WARMUP = 20
+
+
+class OnnxMiniLM(EmbeddingBase):
+    """mem0's embedder interface over tiermem's OnnxMiniLMEmbedder (int8 all-MiniLM-L6-v2)."""
+
+    def __init__(self, model: OnnxMiniLMEmbedder) -> None:
+        super().__init__()
+        self.model = model
+        self.seconds = 0.0
+        self.calls = 0
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        started = time.perf_counter()
+        vector = self.model.embed([text])[0]
+        self.seconds += time.perf_counter() - started
+        self.calls += 1
+        return vector.tolist()
+
+    def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        return [row.tolist() for row in self.model.embed(texts)]
+
+
+def make_memory(folder: Path, model: OnnxMiniLMEmbedder) -> tuple[Memory, OnnxMiniLM]:
+    memory = Memory.from_config({
+        "vector_store": {"provider": "qdrant", "config": {
+            "collection_name": "mem0", "path": str(folder / "qdrant"),
+            "embedding_model_dims": 384}},
+        # Constructed but never called: add(infer=False) and search make no LLM call, and the
+        # openai embedder is replaced below before any use (its client does no I/O at init).
+        "embedder": {"provider": "openai", "config": {"api_key": "unused", "embedding_dims": 384}},
+        "llm": {"provider": "openai", "config": {"api_key": "unused"}},
+        "history_db_path": str(folder / "history.db"),
+    })
+    embedder = OnnxMiniLM(model)
+    memory.embedding_model = embedder
+    return memory, embedder
+
+
+def payload(user_id: str, text: str, created_at: str) -> dict[str, Any]:
+    """What add(infer=False) stores for one user message (Memory._create_memory)."""
+    metadata, _ = _build_filters_and_metadata(user_id=user_id)
+    metadata["role"] = "user"
+    metadata["data"] = text
+    import hashlib
+
+    metadata["hash"] = hashlib.md5(text.encode()).hexdigest()
+    metadata["created_at"] = created_at
+    metadata["updated_at"] = created_at
+    metadata["text_lemmatized"] = lemmatize_for_bm25(text)
+    return metadata
+
+
+def load(memory: Memory, data: Any) -> dict[str, Any]:
+    """The first three facts through the real add(infer=False) (to check that the direct
+    path writes the same payload keys), the rest straight into mem0's vector store."""
+    user_ids, texts, created = data["user_ids"], data["texts"], data["created_at"]
+    vectors = data["vectors"]
+    started = time.perf_counter()
+    real_ids = []
+    for i in range(3):
+        out = memory.add([{"role": "user", "content": str(texts[i])}], user_id=str(user_ids[i]),
+                         infer=False)
+        real_ids.append(out["results"][0]["id"])
+    real = memory.vector_store.client.retrieve("mem0", ids=real_ids, with_payload=True)
+    real_keys = sorted(real[0].payload or {})
+    direct_keys = sorted(payload(str(user_ids[0]), str(texts[0]), str(created[0])))
+    if real_keys != direct_keys:
+        raise SystemExit(f"payload mismatch: add() wrote {real_keys}, direct {direct_keys}")
+    for start in range(3, len(texts), 1000):
+        stop = min(start + 1000, len(texts))
+        memory.vector_store.insert(
+            vectors=[v.tolist() for v in vectors[start:stop]],
+            payloads=[payload(str(user_ids[i]), str(texts[i]), str(created[i]))
+                      for i in range(start, stop)],
+            ids=[str(uuid.uuid4()) for _ in range(start, stop)],
+        )
+    count = memory.vector_store.client.count("mem0", exact=True).count
+    return {"points": count, "load_s": time.perf_counter() - started,
+            "payload_keys": real_keys}
+
+
+def measure(memory: Memory, embedder: OnnxMiniLM, queries: list[dict[str, str]],
+            warmup: list[dict[str, str]]) -> dict[str, Any]:
+    store = memory.vector_store
+    inner_search = store.search
+    search_s: list[float] = []
+
+    def timed_search(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return inner_search(*args, **kwargs)
+        finally:
+            search_s.append(time.perf_counter() - started)
+
+    store.search = timed_search  # type: ignore[method-assign]
+    for q in warmup:
+        memory.search(q["query"], filters={"user_id": q["user_id"]}, top_k=K)
+    search_s.clear()
+    latencies, embed_s, results = [], [], []
+    for q in queries:
+        before = embedder.seconds
+        started = time.perf_counter()
+        out = memory.search(q["query"], filters={"user_id": q["user_id"]}, top_k=K)
+        latencies.append((time.perf_counter() - started) * 1000)
+        embed_s.append((embedder.seconds - before) * 1000)
+        hits = out["results"]
+        if any(h.get("user_id") != q["user_id"] for h in hits):
+            raise SystemExit("mem0 returned another user's memory")
+        results.append(len(hits))
+    return {"latencies_ms": latencies, "embed_ms": embed_s,
+            "vector_search_ms": [s * 1000 for s in search_s], "results": results}
+
+
+def main(argv: list[str]) -> None:
+    src, out = Path(argv[0]), Path(argv[1])
+    import mem0
+
+    model = OnnxMiniLMEmbedder(EmbeddingSettings())
+    report: dict[str, Any] = {"mem0_version": getattr(mem0, "__version__", "?"), "k": K,
+                              "scenarios": {}}
+    for npz in sorted(src.glob("*.npz")):
+        key = npz.stem
+        queries = json.loads(npz.with_suffix(".json").read_text())
+        folder = src / f"mem0-{key}"
+        memory, embedder = make_memory(folder, model)
+        print(f"mem0 {key}: loading", file=sys.stderr, flush=True)
+        loaded = load(memory, np.load(npz, allow_pickle=False))
+        print(f"mem0 {key}: {loaded['points']} points; searching", file=sys.stderr, flush=True)
+        result = measure(memory, embedder, queries["timed"], queries["warmup"])
+        report["scenarios"][key] = {**loaded, **result}
+        memory.vector_store.client.close()
+    out.write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,139 @@
+"""Tiered compression over HTTP: tiers, compaction, runs, per-session settings, continuation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+
+from services.api.deps import RuntimeDep, SessionDep, TenantDep
+from shared.compression import service
+from shared.compression.models import (
+    CompactIn,
+    CompressionRunList,
+    CompressionRunPublic,
+    CompressionSettingsIn,
+    CompressionSettingsPublic,
+    ContinueIn,
+    ContinuePublic,
+    TiersPublic,
+)
+from shared.db.models import ChatSession
+from shared.errors import Unavailable
+from shared.ingest import ID_RULE
+
+router = APIRouter(prefix="/v1/sessions", tags=["compression"])
+log = logging.getLogger(__name__)
+
+# Not imported from routes.turns: turns imports this module's enqueue_compression.
+SessionIdPath = Annotated[
+    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$", description=ID_RULE)
+]
+
+
+def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: SessionDep) -> ChatSession:
+    return service.find_session(
+        session=session, tenant_id=tenant_id, session_external_id=session_id
+    )
+
+
+ChatDep = Annotated[ChatSession, Depends(valid_chat)]
+
+
+def enqueue_compression(request: Request, chat_id: str, run_id: str | None = None) -> bool:
+    """After the commit. Tests and `create_app` callers may set
+    `app.state.enqueue_compression`; otherwise the Celery task is used."""
+    enqueue: Callable[[str, str | None], None] | None = getattr(
+        request.app.state, "enqueue_compression", None
+    )
+    try:
+        if enqueue is None:
+            from workers.tasks.compress import enqueue_compression
+
+            enqueue = enqueue_compression
+        enqueue(chat_id, run_id)
+    except Exception:
+        # An automatic check lost here only waits for the session's next reply.
+        log.warning("could not enqueue compression of session %s", chat_id, exc_info=True)
+        return False
+    return True
+
+
+@router.get("/{session_id}/tiers", response_model=TiersPublic)
+def get_tiers(chat: ChatDep, runtime: RuntimeDep, session: SessionDep) -> TiersPublic:
+    return service.tiers_view(session=session, chat=chat, settings=runtime.settings)
+
+
+@router.post("/{session_id}/compact", status_code=202, response_model=CompressionRunPublic)
+def post_compact(
+    chat: ChatDep,
+    request: Request,
+    session: SessionDep,
+    body: Annotated[CompactIn | None, Body()] = None,
+) -> CompressionRunPublic:
+    """Run the loop now (even below the trigger), optionally focused; poll the run."""
+    run = service.request_compaction(session=session, chat=chat, focus=body.focus if body else None)
+    session.commit()
+    if not enqueue_compression(request, chat.id, run.id):
+        service.mark_unqueued(session=session, run=run)
+        session.commit()
+        raise Unavailable("the compression queue is unreachable; retry the request")
+    return service.run_public(run, chat)
+
+
+@router.get("/{session_id}/compression/runs", response_model=CompressionRunList)
+def get_runs(
+    chat: ChatDep,
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> CompressionRunList:
+    return service.list_runs(session=session, chat=chat, limit=limit, offset=offset)
+
+
+@router.get("/{session_id}/compression/runs/{run_id}", response_model=CompressionRunPublic)
+def get_run(chat: ChatDep, session: SessionDep, run_id: str) -> CompressionRunPublic:
+    return service.get_run(session=session, chat=chat, run_id=run_id)
+
+
+@router.get("/{session_id}/compression", response_model=CompressionSettingsPublic)
+def get_settings_(
+    chat: ChatDep, runtime: RuntimeDep, session: SessionDep
+) -> CompressionSettingsPublic:
+    return service.session_settings(session=session, chat=chat, settings=runtime.settings)
+
+
+@router.put("/{session_id}/compression", response_model=CompressionSettingsPublic)
+def put_settings(
+    chat: ChatDep,
+    body: CompressionSettingsIn,
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
+) -> CompressionSettingsPublic:
+    """Replace the session's overrides; a lower limit takes effect without waiting for a reply."""
+    public = service.update_session_settings(
+        session=session, chat=chat, body=body, settings=runtime.settings
+    )
+    session.commit()
+    enqueue_compression(request, chat.id)
+    return public
+
+
+@router.post("/{session_id}/continue", status_code=201, response_model=ContinuePublic)
+def post_continue(
+    chat: ChatDep,
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    body: Annotated[ContinueIn | None, Body()] = None,
+) -> ContinuePublic:
+    """A child session seeded with this session's compressed context."""
+    child, public = service.continue_session(
+        session=session, parent=chat, body=body or ContinueIn(), settings=runtime.settings
+    )
+    session.commit()
+    enqueue_compression(request, child.id)
+    return public

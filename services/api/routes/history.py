@@ -1,0 +1,51 @@
+"""Searching a user's earlier messages across sessions, by keyword and meaning."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlmodel import select
+
+from services.api.deps import RuntimeDep, SessionDep, UserDep
+from shared.db.models import ChatSession
+from shared.errors import InvalidInput
+from shared.ingest import ID_RULE
+from shared.memory.history import MessageHitsPublic, search_history
+
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
+
+
+@router.get("/history/search", response_model=MessageHitsPublic)
+def search(
+    user: UserDep,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    q: Annotated[str, Query(min_length=1, max_length=4000, description="words or a question")],
+    k: Annotated[int, Query(ge=1, le=100)] = 10,
+    exclude_session_id: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$",
+            description=f"leave this session's messages out (e.g. the current one); {ID_RULE}",
+        ),
+    ] = None,
+) -> MessageHitsPublic:
+    """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
+    with its session, time, message id and external id, and its rank in each list."""
+    if not q.strip():
+        raise InvalidInput("q is blank; send the words or question to search for")
+    excluded: str | None = None
+    if exclude_session_id:
+        # A session of another user, or none at all, has nothing here to leave out.
+        excluded = session.exec(
+            select(ChatSession.id).where(
+                ChatSession.tenant_id == user.tenant_id,
+                ChatSession.user_id == user.id,
+                ChatSession.external_id == exclude_session_id,
+            )
+        ).first()
+    hits = search_history(
+        runtime=runtime, session=session, user=user, query=q, k=k, exclude_session_id=excluded
+    )
+    return MessageHitsPublic(data=hits, count=len(hits))

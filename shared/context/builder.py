@@ -1,0 +1,388 @@
+"""The context for the next message: memories, earlier messages, session history, in a budget.
+
+Deterministic for the same stored state: every ranking breaks ties by id.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from sqlmodel import Session, col, select
+
+from shared.compression.history import session_history
+from shared.config import ContextSettings
+from shared.context import templates as t
+from shared.context.models import (
+    ChatMessage,
+    ContextMemory,
+    ContextPublic,
+    HistoryEntry,
+    MessageHit,
+)
+from shared.db.models import ChatSession, Fact, Message, User, utcnow
+from shared.errors import Conflict, InvalidInput, NotFound
+from shared.memory.guard import screen
+from shared.memory.history import search_history
+from shared.runtime import Runtime
+from shared.tokens import count_tokens
+
+HISTORY_SCAN_LIMIT = 500  # newest messages considered for the verbatim tier
+
+
+def build_context(
+    *,
+    runtime: Runtime,
+    session: Session,
+    tenant_id: str,
+    user_external_id: str | None,
+    session_external_id: str,
+    query: str | None,
+    budget_tokens: int | None,
+) -> ContextPublic:
+    cfg = runtime.settings.context
+    budget = cfg.default_budget_tokens if budget_tokens is None else budget_tokens
+    if budget < 0:
+        raise InvalidInput("budget_tokens must be 0 or more")
+    chat, user = _resolve(session, tenant_id, user_external_id, session_external_id)
+    query = (query or "").strip()
+    if not query and chat is not None:
+        query = _last_user_message(session, chat.id)
+
+    name = _display_name(session, chat) if chat is not None else (user_external_id or "the user")
+    memories: list[tuple[Fact, float]] = []
+    hits: list[MessageHit] = []
+    quarantined = 0
+    if user is not None:
+        vector = runtime.embedder.embed([in_third_person(query, name)])[0] if query else None
+        memories, quarantined = _rank_memories(runtime, session, user, vector, cfg)
+        if query:
+            hits, held = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
+            quarantined += held
+    history = _history(session, chat) if chat is not None else []
+    return _assemble(
+        user=user.external_id if user else (user_external_id or ""),
+        session_id=session_external_id,
+        query=query,
+        budget=budget,
+        name=name,
+        memories=memories,
+        hits=hits,
+        history=history,
+        cfg=cfg,
+        quarantined=quarantined,
+    )
+
+
+_FIRST_PERSON = [
+    (re.compile(r"\b(do|am|was|have|did|can|should|will|would)\s+I\b", re.I), None),
+    (re.compile(r"\bI'm\b|\bI am\b", re.I), "{name} is"),
+    (re.compile(r"\bI've\b", re.I), "{name} has"),
+    (re.compile(r"\b(my|mine)\b", re.I), "{name}'s"),
+    (re.compile(r"\b(I|me|myself)\b"), "{name}"),
+]
+
+
+def in_third_person(query: str, name: str) -> str:
+    """Facts are stored as third-person sentences naming the person ("Ana lives in Berlin"),
+    and MiniLM puts "Where do I live?" far from them (cosine 0.20, vs 0.79 for "Where does
+    Ana live?"), so the query is rewritten before it is embedded."""
+    if not name:
+        return query
+    text = _FIRST_PERSON[0][0].sub(lambda m: f"{m.group(1)} {name}", query)
+    for pattern, template in _FIRST_PERSON[1:]:
+        assert template is not None
+        text = pattern.sub(template.format(name=name), text)
+    return text
+
+
+def _resolve(
+    session: Session, tenant_id: str, user_external_id: str | None, session_external_id: str
+) -> tuple[ChatSession | None, User | None]:
+    chat = session.exec(
+        select(ChatSession).where(
+            ChatSession.tenant_id == tenant_id, ChatSession.external_id == session_external_id
+        )
+    ).first()
+    user: User | None = None
+    if chat is not None:
+        user = session.get(User, chat.user_id)
+        if user is not None and user_external_id and user.external_id != user_external_id:
+            raise Conflict(f"session {session_external_id!r} belongs to another user")
+    elif user_external_id:
+        user = session.exec(
+            select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)
+        ).first()  # a new user has no memories yet: an empty context, not an error
+    else:
+        raise NotFound(
+            f"session {session_external_id!r} not found; pass user_id to get the memories "
+            "for a session that has not started yet"
+        )
+    return chat, user
+
+
+def _last_user_message(session: Session, chat_id: str) -> str:
+    row = session.exec(
+        select(Message.content)
+        .where(Message.session_id == chat_id, Message.role == "user")
+        .order_by(col(Message.seq).desc())
+        .limit(1)
+    ).first()
+    return row or ""
+
+
+def _rank_memories(
+    runtime: Runtime,
+    session: Session,
+    user: User,
+    vector: np.ndarray | None,
+    cfg: ContextSettings,
+) -> tuple[list[tuple[Fact, float]], int]:
+    """Similarity blended with recency and mention count; superseded facts never appear
+    (only active facts are in Qdrant, and rows are re-checked in SQL)."""
+    now = utcnow()
+    if vector is not None:
+        collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
+        found = runtime.vectors.search(
+            collection, vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
+        )
+        similarity = {h.id: h.score for h in found}
+        rows: Sequence[Fact] = (
+            session.exec(
+                select(Fact).where(col(Fact.id).in_(list(similarity)), col(Fact.valid_to).is_(None))
+            ).all()
+            if similarity
+            else []
+        )
+    else:  # no query yet: the most mentioned, most recent facts
+        rows = session.exec(
+            select(Fact)
+            .where(Fact.user_id == user.id, col(Fact.valid_to).is_(None))
+            .order_by(col(Fact.mention_count).desc(), col(Fact.last_seen_at).desc())
+            .limit(cfg.max_memories * 3)
+        ).all()
+        similarity = {r.id: 1.0 for r in rows}
+    scored: list[tuple[Fact, float]] = []
+    held = 0
+    for row in rows:
+        if row.quarantine_reason:
+            held += 1
+            continue
+        age_days = max(0.0, (now - row.last_seen_at).total_seconds() / 86400)
+        recency = 0.5 ** (age_days / cfg.recency_half_life_days)
+        mentions = min(1.0, math.log1p(row.mention_count) / math.log1p(10))
+        score = (
+            cfg.weight_similarity * similarity[row.id]
+            + cfg.weight_recency * recency
+            + cfg.weight_mentions * mentions
+        )
+        scored.append((row, round(score, 6)))
+    scored.sort(key=lambda pair: (-pair[1], pair[0].id))
+    return scored[: cfg.max_memories], held
+
+
+def _earlier_messages(
+    runtime: Runtime,
+    session: Session,
+    user: User,
+    query: str,
+    vector: np.ndarray | None,
+    chat: ChatSession | None,
+    cfg: ContextSettings,
+) -> tuple[list[MessageHit], int]:
+
+    hits = search_history(
+        runtime=runtime,
+        session=session,
+        user=user,
+        query=query,
+        k=cfg.max_earlier_messages,
+        query_vector=vector,
+        exclude_session_id=chat.id if chat else None,
+    )
+    clean = [h for h in hits if screen(h.content, source="message") is None]
+    return clean, len(hits) - len(clean)
+
+
+def _history(session: Session, chat: ChatSession) -> list[HistoryEntry]:
+    # The session's tiers, oldest first: pinned head, bulks, topics (summaries as "system"
+    # entries), then the newest messages verbatim.
+    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT)
+
+
+def _display_name(session: Session, chat: ChatSession) -> str:
+    speaker = session.exec(
+        select(Message.speaker)
+        .where(
+            Message.session_id == chat.id, Message.role == "user", col(Message.speaker).is_not(None)
+        )
+        .order_by(col(Message.seq).desc())
+        .limit(1)
+    ).first()
+    return speaker or "the user"
+
+
+def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
+    if entry.speaker:
+        return entry.speaker
+    return name if entry.role == "user" else entry.role.capitalize()
+
+
+class _Budget:
+    """Greedy packing by token count. Lines are joined with newlines, which BPE never merges
+    across, so the sum of line costs is the prompt's cost (checked again at the end)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+
+    def take(self, text: str, limit: int | None = None) -> bool:
+        cost = count_tokens(text) + 1  # + the newline
+        cap = self.total if limit is None else min(self.total, limit)
+        if self.used + cost > cap:
+            return False
+        self.used += cost
+        return True
+
+
+def _assemble(
+    *,
+    user: str,
+    session_id: str,
+    query: str,
+    budget: int,
+    name: str,
+    memories: list[tuple[Fact, float]],
+    hits: list[MessageHit],
+    history: list[HistoryEntry],
+    cfg: ContextSettings,
+    quarantined: int,
+) -> ContextPublic:
+    packer = _Budget(budget)
+    head: list[str] = []
+    preamble = t.PREAMBLE.format(user=name)
+    if (memories or hits) and packer.take(preamble):
+        head.append(preamble)
+
+    # memories: take in rank order within their share, then show grouped by type
+    share_end = packer.used + int(budget * cfg.memories_share)
+    header = t.MEMORIES_HEADER.format(user=name)
+    kept: list[tuple[Fact, float]] = []
+    if memories and packer.take(header, share_end):
+        for row, score in memories:
+            line = t.MEMORY_LINE.format(date=t.day(row.last_seen_at), content=row.content)
+            # a type header is paid for with the first memory of that type
+            new_type = all(k.type != row.type for k, _ in kept)
+            title = t.TYPE_HEADER.format(title=t.TYPE_TITLES.get(row.type, row.type))
+            if new_type and not packer.take(title, share_end):
+                continue
+            if packer.take(line, share_end):
+                kept.append((row, score))
+            elif new_type:
+                packer.used -= count_tokens(title) + 1
+        if not kept:
+            packer.used -= count_tokens(header) + 1
+    grouped: dict[str, list[ContextMemory]] = {}
+    for type_ in t.TYPE_ORDER:
+        rows = sorted(
+            (p for p in kept if p[0].type == type_),
+            key=lambda p: (p[0].last_seen_at, p[0].id),
+            reverse=True,
+        )
+        if rows:
+            grouped[type_] = [
+                ContextMemory(
+                    id=r.id, type=r.type, content=r.content, date=r.last_seen_at.date(), score=s
+                )
+                for r, s in rows
+            ]
+    memory_lines: list[str] = []
+    if grouped:
+        memory_lines.append(header)
+        for type_, items in grouped.items():
+            memory_lines.append(t.TYPE_HEADER.format(title=t.TYPE_TITLES.get(type_, type_)))
+            memory_lines.extend(
+                t.MEMORY_LINE.format(date=t.day(m.date), content=m.content) for m in items
+            )
+    memory_tokens = packer.used
+
+    # earlier messages: their share plus whatever the memories left
+    share_end = (
+        packer.used
+        + int(budget * cfg.earlier_messages_share)
+        + max(0, int(budget * cfg.memories_share) - memory_tokens)
+    )
+    earlier: list[MessageHit] = []
+    earlier_lines: list[str] = []
+    if hits and packer.take(t.EARLIER_HEADER, share_end):
+        for hit in hits:
+            line = t.EARLIER_LINE.format(
+                date=t.day(hit.created_at),
+                session=hit.session_id,
+                speaker=_speaker(hit, name),
+                content=hit.content,
+            )
+            if packer.take(line, share_end):
+                earlier.append(hit)
+                earlier_lines.append(line)
+        if earlier:
+            earlier_lines.insert(0, t.EARLIER_HEADER)
+        else:
+            packer.used -= count_tokens(t.EARLIER_HEADER) + 1
+    earlier_tokens = packer.used - memory_tokens
+
+    # history: everything that is left, newest messages first, shown in order
+    kept_history: list[HistoryEntry] = []
+    history_lines: list[str] = []
+    if history and packer.take(t.HISTORY_HEADER):
+        for entry in reversed(history):
+            line = t.HISTORY_LINE.format(speaker=_speaker(entry, name), content=entry.content)
+            if not packer.take(line):
+                break  # older messages would leave a gap: stop at the first that does not fit
+            kept_history.append(entry)
+            history_lines.append(line)
+        kept_history.reverse()
+        history_lines.reverse()
+        if kept_history:
+            history_lines.insert(0, t.HISTORY_HEADER)
+        else:
+            packer.used -= count_tokens(t.HISTORY_HEADER) + 1
+
+    system_head = "\n".join(head + memory_lines + earlier_lines)
+    prompt = "\n".join(head + memory_lines + earlier_lines + history_lines)
+    tokens = count_tokens(prompt)
+    # The line sums above match the joined prompt in practice; this guard keeps the promise
+    # (never over budget) if a tokenizer edge case disagrees: drop the oldest history first.
+    while tokens > budget and kept_history:
+        kept_history.pop(0)
+        history_lines = (history_lines[:1] + history_lines[2:]) if len(kept_history) else []
+        prompt = "\n".join(head + memory_lines + earlier_lines + history_lines)
+        tokens = count_tokens(prompt)
+    if tokens > budget:
+        prompt, system_head, tokens, grouped, earlier = "", "", 0, {}, []
+
+    messages = [ChatMessage(role="system", content=system_head)] if system_head else []
+    messages.extend(
+        ChatMessage(role=e.role if e.role in ("user", "assistant") else "system", content=e.content)
+        for e in kept_history
+    )
+    return ContextPublic(
+        user_id=user,
+        session_id=session_id,
+        query=query,
+        budget_tokens=budget,
+        token_count=tokens,
+        section_tokens={
+            "memories": memory_tokens,
+            "earlier_messages": earlier_tokens,
+            "history": max(0, tokens - memory_tokens - earlier_tokens),
+        },
+        memories=grouped,
+        earlier_messages=earlier,
+        history=kept_history,
+        quarantined=quarantined,
+        system_prompt=prompt,
+        messages=messages,
+    )

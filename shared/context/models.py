@@ -1,0 +1,65 @@
+"""The shapes of an assembled context (GET /v1/sessions/{id}/context, and /v1/chat)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, Field
+
+
+class ContextMemory(BaseModel):
+    id: str
+    type: str
+    content: str
+    date: dt.date  # when it was (last) said
+    score: float  # the blended rank score
+
+
+class MessageHit(BaseModel):
+    """An earlier message found by history search (keyword + meaning, fused)."""
+
+    message_id: str
+    external_id: str | None
+    session_id: str  # the client's session id
+    role: str
+    speaker: str | None
+    content: str
+    created_at: dt.datetime
+    score: float  # reciprocal-rank-fusion score
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+
+
+class HistoryEntry(BaseModel):
+    """One entry of the session's own history: a verbatim message of the `current` tier
+    (topic and bulk summaries arrive with tiered compression)."""
+
+    tier: str = "current"
+    message_id: str
+    role: str
+    speaker: str | None
+    content: str
+    created_at: dt.datetime
+    tokens: int
+
+
+class ChatMessage(BaseModel):
+    role: str
+    content: str
+
+
+class ContextPublic(BaseModel):
+    user_id: str
+    session_id: str
+    query: str
+    budget_tokens: int
+    token_count: int  # of `system_prompt`; never above budget_tokens
+    section_tokens: dict[str, int] = Field(default_factory=dict)
+    memories: dict[str, list[ContextMemory]]  # grouped by type, newest first within a type
+    earlier_messages: list[MessageHit]
+    history: list[HistoryEntry]
+    quarantined: int = 0  # memories/messages held back by the injection guard
+    system_prompt: str  # everything above as one ready system prompt
+    # For chat calls: a system message (memories + earlier messages) followed by the
+    # session history as role messages; append the new user message.
+    messages: list[ChatMessage]

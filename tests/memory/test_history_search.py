@@ -1,0 +1,406 @@
+"""History search's parts: query sanitizing, rank fusion, the keyword index and its triggers, the
+message vectors (indexing, reindex, a vector store out of reach), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text, update
+from sqlmodel import Session, col, select
+
+from shared.db.migrate import alembic_config, upgrade_to_head
+from shared.db.models import ExtractionRun, Message, Tenant, User
+from shared.embeddings import CachedEmbedder
+from shared.errors import Unavailable
+from shared.extraction.pipeline import run_extraction
+from shared.ingest import TranscriptLine
+from shared.memory.history import (
+    fts5_match,
+    index_messages,
+    index_text,
+    is_indexable,
+    keyword_search,
+    keyword_terms,
+    reciprocal_rank_fusion,
+    search_history,
+    websearch_text,
+)
+from shared.memory.reader import delete_user
+from shared.memory.reindex import reindex_all
+from shared.runtime import Runtime
+from shared.tenancy import ensure_dev_tenant
+from shared.transcripts import import_lines
+from tests.conftest import make_settings
+from tests.memory.history_corpus import OTHER_SESSIONS, OTHER_USER, SESSIONS, USER, transcript
+
+PET_MESSAGE = "My dog Rex chewed the sofa while we were out."
+
+# -- the query ------------------------------------------------------------------------------
+
+
+def test_keyword_terms_drop_stopwords_and_keep_compound_tokens() -> None:
+    assert keyword_terms("What did I say about my PET?") == ["say", "pet"]
+    assert keyword_terms("ticket INC-40213, e.g. don't") == ["ticket", "inc-40213", "e.g"]
+    # Nothing topical: no keyword search at all (PostgreSQL would drop these words too).
+    assert keyword_terms("who am I") == []
+    assert keyword_terms('"*" OR AND (') == []
+    assert keyword_terms("?!* ()") == []
+    assert len(keyword_terms(" ".join(f"w{i}" for i in range(500)))) == 32
+
+
+def test_match_expressions_quote_every_term() -> None:
+    assert fts5_match(["or", 'a"b'], user_id="u-1") == (
+        'user_id : "u-1" AND content : ("or" OR "a""b")'
+    )
+    assert websearch_text(["or", "inc-40213"]) == '"or" or "inc-40213"'
+
+
+def test_reciprocal_rank_fusion_scores_and_breaks_ties_deterministically() -> None:
+    fused = reciprocal_rank_fusion(["a", "b", "c"], ["c", "d", "a"], rrf_k=60)
+    by_id = {f.message_id: f for f in fused}
+    assert by_id["a"].score == pytest.approx(1 / 61 + 1 / 63)
+    assert (by_id["c"].keyword_rank, by_id["c"].vector_rank) == (3, 1)
+    assert [f.message_id for f in fused] == ["a", "c", "b", "d"]
+    # b (keyword 2) and d (vector 2) tie on score: the keyword rank wins, then the id.
+    assert by_id["b"].score == by_id["d"].score
+    assert [f.message_id for f in reciprocal_rank_fusion(["y"], ["x"], rrf_k=60)] == ["y", "x"]
+    assert [f.message_id for f in reciprocal_rank_fusion([], ["y", "x"], rrf_k=60)] == ["y", "x"]
+    assert reciprocal_rank_fusion([], [], rrf_k=60) == []
+
+
+def test_index_text_carries_the_date_and_speaker() -> None:
+    when = dt.datetime(2023, 5, 8, 18, 0, tzinfo=dt.UTC)
+    said = Message(
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        seq=0,
+        role="user",
+        speaker="Ana",
+        content="Hello there, Rex.",
+        created_at=when,
+    )
+    assert index_text(said) == "(8 May 2023) Ana: Hello there, Rex."
+    reply = Message(
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        seq=1,
+        role="assistant",
+        content="Hi!",
+        created_at=when,
+    )
+    assert index_text(reply) == "(8 May 2023) Assistant: Hi!"
+    assert not is_indexable(reply)  # small talk
+    assert not is_indexable(
+        Message(
+            tenant_id="t",
+            user_id="u",
+            session_id="s",
+            seq=2,
+            role="tool",
+            content="{'rows': 3}",
+            created_at=when,
+        )
+    )
+
+
+# -- a stored world ---------------------------------------------------------------------------
+
+
+def build_world(tmp_path: Path, **overrides: Any) -> tuple[Runtime, User, User]:
+    """Both corpus users stored and extracted in-process (offline extractor)."""
+    settings = make_settings(tmp_path, qdrant={"in_memory": True}, **overrides)
+    upgrade_to_head(settings)
+    runtime = Runtime(settings)
+    with Session(runtime.engine) as session:
+        ensure_dev_tenant(session=session, settings=settings)
+        tenant_id = session.exec(select(Tenant.id)).one()
+        lines = transcript(USER, SESSIONS) + transcript(OTHER_USER, OTHER_SESSIONS)
+        import_lines(
+            session=session,
+            settings=settings,
+            tenant_id=tenant_id,
+            lines=[TranscriptLine.model_validate(line) for line in lines],
+        )
+        run_ids = session.exec(select(ExtractionRun.id)).all()
+    for run_id in run_ids:
+        run_extraction(runtime, run_id)
+    with Session(runtime.engine) as session:
+        users = {u.external_id: u for u in session.exec(select(User)).all()}
+    return runtime, users[USER], users[OTHER_USER]
+
+
+@pytest.fixture(name="world", scope="module")
+def world_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runtime, User, User]]:
+    world = build_world(tmp_path_factory.mktemp("history"))
+    yield world
+    world[0].close()
+
+
+def contents(session: Session, ids: list[str]) -> list[str]:
+    # The caller's session: on SQLite every transaction takes the write lock (BEGIN
+    # IMMEDIATE), so a second session opened inside the first would wait for it.
+    rows = {m.id: m.content for m in session.exec(select(Message).where(col(Message.id).in_(ids)))}
+    return [rows[i] for i in ids]
+
+
+def test_query_vector_given_or_computed_gives_the_same_hits(
+    world: tuple[Runtime, User, User],
+) -> None:
+    runtime, ana, _ = world
+    query = "what did I say about my pet"
+    with Session(runtime.engine) as session:
+        computed = search_history(runtime=runtime, session=session, user=ana, query=query)
+        vector = runtime.embedder.embed([query])[0]
+        given_ = search_history(
+            runtime=runtime, session=session, user=ana, query=query, query_vector=vector
+        )
+    assert computed == given_
+    assert PET_MESSAGE in [h.content for h in computed[:3]]
+
+
+def test_excluding_a_session_by_internal_id(world: tuple[Runtime, User, User]) -> None:
+    runtime, ana, _ = world
+    with Session(runtime.engine) as session:
+        home = session.exec(select(Message.session_id).where(Message.content == PET_MESSAGE)).one()
+        hits = search_history(
+            runtime=runtime,
+            session=session,
+            user=ana,
+            k=100,
+            query="my dog Rex chewed the sofa",
+            exclude_session_id=home,
+        )
+    assert hits and all(h.session_id != "home-2023-07" for h in hits)
+
+
+def test_vector_store_out_of_reach_leaves_keyword_hits(
+    world: tuple[Runtime, User, User], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, ana, _ = world
+
+    def unreachable(_: Runtime) -> None:
+        raise Unavailable("the worker owns the embedded Qdrant folder")
+
+    monkeypatch.setattr(Runtime, "vectors", property(unreachable))
+    with Session(runtime.engine) as session:
+        hits = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+    assert hits and all(h.vector_rank is None for h in hits)
+    assert "Zanzibar" in hits[0].content
+
+
+def test_indexing_is_idempotent_and_skips_small_talk(world: tuple[Runtime, User, User]) -> None:
+    runtime, ana, _ = world
+    collection = runtime.messages_collection_for(tenant_id=ana.tenant_id, user_id=ana.id)
+    with Session(runtime.engine) as session:
+        rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
+    expected = sum(is_indexable(m) for m in rows)
+    skipped = sorted(m.content for m in rows if not is_indexable(m))
+    assert skipped == ["hi", "ok thanks"] and expected == len(rows) - 2
+    assert runtime.vectors.count(collection) == expected
+    cache = runtime.embedder
+    assert isinstance(cache, CachedEmbedder)
+    cached = len(cache)
+    again = index_messages(
+        runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id, message_ids=[m.id for m in rows]
+    )
+    assert again == expected
+    assert runtime.vectors.count(collection) == expected
+    assert len(cache) == cached  # message texts bypass the query cache
+    assert {h.id for h in runtime.vectors.retrieve(collection, [rows[0].id])} == {rows[0].id}
+
+
+# -- the keyword index ---------------------------------------------------------------------
+
+
+def test_triggers_follow_updates_and_deletes(tmp_path: Path) -> None:
+    runtime, ana, bo = build_world(tmp_path)
+    try:
+        with Session(runtime.engine) as session:
+
+            def find(q: str, user: User = ana) -> list[str]:
+                return contents(
+                    session, keyword_search(session=session, user_id=user.id, query=q, limit=10)
+                )
+
+            assert find("grandmother") == ["The sofa was a green velvet one from my grandmother."]
+            # Status columns change on every extraction: no re-index (trigger is OF content).
+            session.execute(
+                update(Message)
+                .where(col(Message.user_id) == ana.id)
+                .values(extraction_status="done")
+            )
+            session.execute(
+                update(Message)
+                .where(col(Message.content).contains("grandmother"))
+                .values(content="The sofa came from my aunt Odile.")
+            )
+            session.commit()
+            assert find("grandmother") == []
+            assert find("Odile") == ["The sofa came from my aunt Odile."]
+            assert find("office", bo) == ["My ticket INC-40213 is about the office printer."]
+        with Session(runtime.engine) as session:
+            delete_user(runtime=runtime, session=session, user=bo)
+        with Session(runtime.engine) as session:
+            assert keyword_search(session=session, user_id=bo.id, query="printer", limit=10) == []
+            (fts_rows,) = session.execute(text("SELECT count(*) FROM messages_fts")).one()
+            (messages,) = session.execute(text("SELECT count(*) FROM messages")).one()
+            # The index holds exactly the stored messages: the integrity check agrees.
+            assert fts_rows == messages
+            session.execute(
+                text("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+            )
+    finally:
+        runtime.close()
+
+
+def test_migration_backfills_messages_stored_before_it(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, qdrant={"in_memory": True})
+    settings.data_dir.mkdir(parents=True)
+    config = alembic_config(settings.sqlalchemy_url)
+    command.upgrade(config, "0002")
+    runtime = Runtime(settings)
+    try:
+        with Session(runtime.engine) as session:
+            ensure_dev_tenant(session=session, settings=settings)
+            tenant_id = session.exec(select(Tenant.id)).one()
+            import_lines(
+                session=session,
+                settings=settings,
+                tenant_id=tenant_id,
+                lines=[TranscriptLine.model_validate(x) for x in transcript(USER, SESSIONS)],
+            )
+            ana = session.exec(select(User)).one()
+        command.upgrade(config, "head")
+        with Session(runtime.engine) as session:
+            found = keyword_search(session=session, user_id=ana.id, query="INC-40213", limit=5)
+            assert contents(session, found) == [
+                "Yes, I opened ticket INC-40213 with the helpdesk about the VPN."
+            ]
+        command.downgrade(config, "0002")
+        command.upgrade(config, "head")
+    finally:
+        runtime.close()
+
+
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_any_text_is_a_safe_query(
+    tmp_path: Path, request: pytest.FixtureRequest, database: str
+) -> None:
+    overrides = (
+        {"database_url": request.getfixturevalue("pg_url")} if database == "postgres" else {}
+    )
+    runtime, ana, _ = build_world(tmp_path, **overrides)
+
+    @settings(
+        max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(
+        st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=60)
+        | st.lists(
+            st.sampled_from(
+                [
+                    '"',
+                    "*",
+                    "(",
+                    ")",
+                    "-",
+                    "+",
+                    ":",
+                    "^",
+                    "AND",
+                    "OR",
+                    "NOT",
+                    "NEAR",
+                    "'",
+                    "!",
+                    "&",
+                    "|",
+                    "<->",
+                    "\\",
+                    "zanzibar",
+                ]
+            ),
+            max_size=8,
+        ).map(" ".join)
+    )
+    def search_anything(q: str) -> None:
+        with Session(runtime.engine) as session:
+            ids = keyword_search(session=session, user_id=ana.id, query=q, limit=10)
+        assert len(ids) <= 10
+
+    try:
+        search_anything()
+    finally:
+        runtime.close()
+
+
+# -- rebuilding from SQL -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_reindex_rebuilds_message_vectors_and_keyword_index(
+    tmp_path: Path, request: pytest.FixtureRequest, database: str
+) -> None:
+    overrides = (
+        {"database_url": request.getfixturevalue("pg_url")} if database == "postgres" else {}
+    )
+    runtime, ana, _ = build_world(tmp_path, **overrides)
+    try:
+        collection = runtime.messages_collection_for(tenant_id=ana.tenant_id, user_id=ana.id)
+        before = runtime.vectors.count(collection)
+        runtime.vectors.drop_collection(collection)
+        with Session(runtime.engine) as session:
+            assert all(
+                h.vector_rank is None
+                for h in search_history(runtime=runtime, session=session, user=ana, query="my pet")
+            )
+            if database == "sqlite":  # as if a VACUUM had renumbered rowids
+                session.execute(
+                    text("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+                )
+                session.commit()
+                assert (
+                    keyword_search(session=session, user_id=ana.id, query="Zanzibar", limit=5) == []
+                )
+            users, _ = reindex_all(runtime=runtime, session=session)
+        assert users == 2 and runtime.vectors.count(collection) == before
+        with Session(runtime.engine) as session:
+            hits = search_history(
+                runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
+            )
+            assert PET_MESSAGE in [h.content for h in hits]
+            [first, *_] = search_history(
+                runtime=runtime, session=session, user=ana, query="Zanzibar"
+            )
+            assert first.keyword_rank == 1 and "Zanzibar" in first.content
+    finally:
+        runtime.close()
+
+
+def test_a_late_index_write_never_recreates_a_deleted_users_collection(tmp_path: Path) -> None:
+    runtime, _, bo = build_world(tmp_path)
+    try:
+        with Session(runtime.engine) as session:
+            ids = list(session.exec(select(Message.id).where(Message.user_id == bo.id)))
+            delete_user(runtime=runtime, session=session, user=bo)
+        written = index_messages(
+            runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
+        )
+        assert written == 0
+        name = runtime.messages_collection_for(tenant_id=bo.tenant_id, user_id=bo.id)
+        assert name not in runtime.vectors.list_collections()
+    finally:
+        runtime.close()

@@ -1,0 +1,35 @@
+"""compress_session_task: a session id in; shared.compression checks the trigger, runs the loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from shared.compression.service import compress_session
+from shared.config import get_settings
+from shared.errors import TransientError
+from workers.celery_app import app
+from workers.runtime import get_runtime
+
+
+@app.task(
+    bind=True,
+    name="tiermem.compress_session",
+    autoretry_for=(TransientError,),
+    retry_backoff=True,
+    retry_backoff_max=get_settings().worker.retry_backoff_max_s,
+    retry_jitter=True,
+    max_retries=get_settings().worker.max_retries,
+)
+def compress_session_task(self: Task, session_id: str, run_id: str | None = None) -> dict[str, Any]:
+    last = self.request.retries >= (self.max_retries or 0)
+    outcome = compress_session(get_runtime(), session_id, run_id=run_id, last_attempt=last)
+    if outcome.again:  # progress was made but the loop hit max_iterations: go on
+        enqueue_compression(session_id)
+    return outcome.as_dict()
+
+
+def enqueue_compression(session_id: str, run_id: str | None = None) -> None:
+    """After the commit: the worker re-reads the session (and the run) from SQL."""
+    compress_session_task.apply_async(args=[session_id], kwargs={"run_id": run_id})
