@@ -27,7 +27,14 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from bench._common import RESULTS_DIR, command_line, machine_line, percentile, write_results
+from bench._common import (
+    RESULTS_DIR,
+    command_line,
+    load_average,
+    machine_line,
+    percentile,
+    write_results,
+)
 from bench.bench_embeddings import chat_sentences
 from shared.compression import service
 from shared.compression.budget import header_cost, line_cost
@@ -247,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
             "",
             machine_line(),
+            f"Load average at the end: {load_average()} (timings are upper bounds on a busy host).",
             "",
             "Sessions played turn by turn through `ingest_messages` and `compress_session` (the "
             "worker task's body) on SQLite. `llm`: the real LLM summarizer (prompt, structured "

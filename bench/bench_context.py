@@ -224,15 +224,37 @@ class Timed:
     tokens: list[int] = field(default_factory=list)
     embed_ms: list[float] = field(default_factory=list)
     cache_hits: int = 0
+    canary: tuple[float, float] = (0.0, 0.0)  # fixed-sentence embed p50 before / after
+    # CPU time of the calling thread: everything here runs on it (onnxruntime with one
+    # intra-op thread, SQLite, Qdrant's numpy), so this is the latency minus the time spent
+    # waiting for a core on a busy machine.
+    cpu_ms: list[float] = field(default_factory=list)
+
+
+CANARY = "I'm training for a half marathon next June and I'd like a plan."
+
+
+def canary_ms(runtime: Runtime, n: int = 40) -> float:
+    """p50 of embedding one fixed sentence with the model alone: a gauge of how busy the
+    machine is (the same work every time; ~4 ms on this machine when it is quiet)."""
+    current = runtime.embedder
+    model = current.inner if isinstance(current, CachedEmbedder) else current
+    ms = []
+    for _ in range(n):
+        started = time.perf_counter()
+        model.embed([CANARY])
+        ms.append((time.perf_counter() - started) * 1000)
+    return percentile(ms, 50)
 
 
 def time_context(runtime: Runtime, tenant_id: str, cases: Sequence[Case]) -> Timed:
     embedder = fresh_cache(runtime)
     out = Timed([])
     for case in cases:
-        started = time.perf_counter()
+        cpu, started = time.thread_time(), time.perf_counter()
         ctx = context_once(runtime, tenant_id, case)
         out.ms.append((time.perf_counter() - started) * 1000)
+        out.cpu_ms.append((time.thread_time() - cpu) * 1000)
         out.memories.append(sum(len(v) for v in ctx.memories.values()))
         out.earlier.append(len(ctx.earlier_messages))
         out.tokens.append(ctx.token_count)
@@ -257,13 +279,14 @@ def time_search(runtime: Runtime, tenant_id: str, cases: Sequence[Case]) -> Time
     embedder.embed = timed_embed  # type: ignore[method-assign]
     for case in cases:
         spent.clear()
-        started = time.perf_counter()
+        cpu, started = time.thread_time(), time.perf_counter()
         with Session(runtime.engine) as session:
             user = session.exec(select(User).where(User.tenant_id == tenant_id,
                                                    User.external_id == case.user)).one()
             found = search_memories(runtime=runtime, session=session, user=user,
                                     query=case.query, k=K)
         out.ms.append((time.perf_counter() - started) * 1000)
+        out.cpu_ms.append((time.thread_time() - cpu) * 1000)
         out.embed_ms.append(sum(spent))
         out.memories.append(found.count)
     del embedder.embed
@@ -318,8 +341,11 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
 
     for name in ("_resolve", "_last_user_message", "_rank_memories", "_earlier_messages",
                  "_history", "_display_name", "_assemble", "count_tokens"):
-        patch(builder, name, name.lstrip("_"))
+        if hasattr(builder, name):  # the builder is young: tolerate a renamed helper
+            patch(builder, name, name.lstrip("_"))
     patch(history, "search_history", "search_history")
+    if hasattr(builder, "search_history"):  # imported by name into the builder
+        patch(builder, "search_history", "search_history")
     patch(history, "keyword_search", "keyword_search")
     patch(history, "vector_search", "vector_search")
     patch(guard, "scan", "guard_scan")
@@ -357,7 +383,7 @@ BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fact ranking + ORM rows (Python)", ("rank_memories",)),
     ("history: keyword search SQL (FTS5)", ("sql@keyword_search", "keyword_search")),
     ("history: message vector search (Qdrant)", ("qdrant:messages", "vector_search")),
-    ("history: message rows SQL", ("sql@search_history",)),
+    ("history: message rows SQL", ("sql@search_history", "sql@earlier_messages")),
     ("history: fusion + hits (Python)", ("search_history", "earlier_messages")),
     ("history: injection guard scan", ("guard_scan",)),
     ("session: resolve + tier + name (SQL)",
@@ -406,6 +432,56 @@ class Switch:
     on: bool = False
 
 
+class NumpyIndex:
+    """A stand-in for an in-process index of each collection: its unit vectors as one
+    float32 matrix, searched with one matrix-vector product and a partial sort. Embedded
+    Qdrant instead re-normalizes every stored vector and fully sorts all scores on every
+    query. Built from the store's own points (outside the timed calls)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.vectors = runtime.vectors
+        self.client = runtime.vectors._client  # type: ignore[attr-defined]  # noqa: SLF001
+        self.original = runtime.vectors.search
+        self.matrices: dict[str, tuple[list[str], np.ndarray]] = {}
+
+    def prepare(self, collection: str) -> None:
+        if collection in self.matrices:
+            return
+        ids: list[str] = []
+        rows: list[Any] = []
+        offset = None
+        if not self.client.collection_exists(collection):
+            self.matrices[collection] = ([], np.zeros((0, 384), np.float32))
+            return
+        while True:
+            points, offset = self.client.scroll(collection, limit=2048, offset=offset,
+                                                with_vectors=True, with_payload=False)
+            ids += [str(p.id) for p in points]
+            rows += [p.vector for p in points]
+            if offset is None:
+                break
+        self.matrices[collection] = (ids, np.asarray(rows, dtype=np.float32).reshape(-1, 384))
+
+    def search(self, collection: str, vector: Any, *, limit: int,
+               score_threshold: float | None = None, payload_filter: Any = None) -> Any:
+        from shared.vectors import VectorHit
+
+        if payload_filter or collection not in self.matrices:
+            return self.original(collection, vector, limit=limit,
+                                 score_threshold=score_threshold, payload_filter=payload_filter)
+        ids, matrix = self.matrices[collection]
+        if not ids or limit <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / max(float(np.linalg.norm(query)), 1e-12)
+        scores = matrix @ query
+        k = min(limit, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [VectorHit(id=ids[i], score=float(scores[i]), payload={}) for i in top
+                if score_threshold is None or scores[i] > score_threshold]
+
+
 def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]]:
     from functools import lru_cache
 
@@ -420,7 +496,10 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
                    "guard.scan, or a flag stored when the message is indexed)")
     threads = Switch("embed_2_threads", "2 onnxruntime threads for the query embedding "
                      "(TIERMEM_EMBEDDINGS__THREADS=2; costs throughput under concurrency)")
-    switches = [tokens, payload, scans, threads]
+    index = Switch("numpy_index", "search an in-process float32 matrix per collection (one "
+                   "product + argpartition) instead of embedded Qdrant's per-query "
+                   "re-normalization and full sort; the store stays the record")
+    switches = [tokens, payload, scans, threads, index]
 
     count_original, scan_original = builder.count_tokens, guard.scan
     count_cached = lru_cache(maxsize=100_000)(count_original)
@@ -446,8 +525,17 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
         return (two.embed if threads.on else original_embed)(texts)
 
     one.embed = switched_embed  # type: ignore[method-assign]
+    mirror = NumpyIndex(runtime)
+    vectors = runtime.vectors
+
+    def switched_search(*args: Any, **kwargs: Any) -> Any:
+        return (mirror.search if index.on else mirror.original)(*args, **kwargs)
+
+    vectors.search = switched_search  # type: ignore[method-assign]
+    runtime._bench_index = mirror  # type: ignore[attr-defined]  # noqa: SLF001
 
     def uninstall() -> None:
+        del vectors.search
         builder.count_tokens = count_original  # type: ignore[assignment]
         guard.scan = scan_original
         del client.query_points
@@ -456,30 +544,39 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
     return switches, uninstall
 
 
-def measure_switches(runtime: Runtime, tenant_id: str,
-                     cases: Sequence[Case]) -> list[dict[str, Any]]:
+def measure_switches(runtime: Runtime, tenant_id: str, cases: Sequence[Case],
+                     users: dict[str, LoadedUser]) -> list[dict[str, Any]]:
     """Each switch alone, then all of them, each A/B interleaved with the product as is
     (even queries off, odd queries on), so that load drifting on the machine hits both."""
     fresh_cache(runtime)
     switches, uninstall = install_switches(runtime)
+    threads_switch = next(s for s in switches if s.name == "embed_2_threads")
     out = []
     try:
-        plans = [[s] for s in switches] + [switches]
+        # "all" leaves out the second embedding thread: it trades throughput for latency
+        plans = [[s] for s in switches] + [[s for s in switches if s is not threads_switch]]
         per_plan = len(cases) // len(plans)
         for i, plan in enumerate(plans):
             chunk = cases[i * per_plan : (i + 1) * per_plan]
-            off, on = [], []
+            off, on, off_cpu, on_cpu = [], [], [], []
             for j, case in enumerate(chunk):
                 for s in plan:
                     s.on = j % 2 == 1
-                started = time.perf_counter()
+                user = users[case.user]
+                mirror = runtime._bench_index  # type: ignore[attr-defined]  # noqa: SLF001
+                mirror.prepare(runtime.collection_for(tenant_id=tenant_id, user_id=user.user_id))
+                mirror.prepare(runtime.messages_collection_for(tenant_id=tenant_id,
+                                                               user_id=user.user_id))
+                cpu, started = time.thread_time(), time.perf_counter()
                 context_once(runtime, tenant_id, case)
                 (on if j % 2 else off).append((time.perf_counter() - started) * 1000)
+                (on_cpu if j % 2 else off_cpu).append((time.thread_time() - cpu) * 1000)
             for s in plan:
                 s.on = False
-            name = plan[0].name if len(plan) == 1 else "all of the above"
+            name = plan[0].name if len(plan) == 1 else "all but embed_2_threads"
             change = plan[0].change if len(plan) == 1 else "together"
-            out.append({"name": name, "change": change, "off": off, "on": on})
+            out.append({"name": name, "change": change, "off": off, "on": on,
+                        "off_cpu": off_cpu, "on_cpu": on_cpu})
     finally:
         uninstall()
     return out
@@ -638,7 +735,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         "inflates every number here; compare runs at similar load)",
         f"- Versions: {versions()}" + (f", mem0ai {mem0['mem0_version']}" if mem0 else ""),
         f"- Command: `{command_line('python -m bench.bench_context', argv)}` "
-        f"(wall time {wall / 60:.1f} min)",
+        f"(wall time {wall / 60:.1f} min; process niceness "
+        f"{os.getpriority(os.PRIO_PROCESS, 0)}, mem0's subprocess inherits it)",
         "- Embedded default: SQLite file (WAL), embedded Qdrant on a folder (not :memory:), "
         "local int8 all-MiniLM-L6-v2 on onnxruntime (1 thread per call); every world is "
         "reopened from disk before it is measured, then warmed with "
@@ -677,8 +775,9 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         "session tier, pack a 4,000-token prompt with tiktoken counts.",
         "",
         "| scenario | queries | p50 ms | p95 ms | p99 ms | mean | max | "
-        f"p95 ≤ {TARGET_P95_MS:.0f} ms | memories | earlier msgs | prompt tokens | cache hits |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"p95 ≤ {TARGET_P95_MS:.0f} ms | memories | earlier msgs | prompt tokens | cache hits | "
+        "load gauge: fixed-sentence embed p50 before / after (quiet ≈ 4 ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in scenarios:
         r = results[sc.key]["context"]
@@ -688,7 +787,20 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             f"| {sc.title} | {len(r.ms)} | {ms(s['p50'])} | {ms(s['p95'])} | {ms(s['p99'])} | "
             f"{ms(s['mean'])} | {ms(s['max'])} | {ok} | {statistics.fmean(r.memories):.1f} | "
             f"{statistics.fmean(r.earlier):.1f} | {statistics.fmean(r.tokens):.0f} | "
-            f"{r.cache_hits} |")
+            f"{r.cache_hits} | {r.canary[0]:.1f} / {r.canary[1]:.1f} ms |")
+    lines += [
+        "",
+        "The same queries in CPU time of the calling thread (everything runs on it: "
+        "onnxruntime with one intra-op thread, SQLite, Qdrant's numpy): the latency without "
+        "the time spent waiting for a core, i.e. close to what an otherwise idle core gives.",
+        "",
+        "| scenario | CPU p50 ms | CPU p95 ms | CPU p99 ms | CPU p95 ≤ 25 ms |",
+        "|---|---|---|---|---|",
+    ]
+    for sc in scenarios:
+        c = stats(results[sc.key]["context"].cpu_ms)
+        ok = "yes" if c["p95"] <= TARGET_P95_MS else "**no**"
+        lines.append(f"| {sc.title} | {ms(c['p50'])} | {ms(c['p95'])} | {ms(c['p99'])} | {ok} |")
     lines += ["", "### Where the time goes (p50 case)", "",
               "Self time per part, averaged over the profiled queries between the 40th and "
               "60th percentile of a separate instrumented pass (instrumentation adds a "
@@ -715,7 +827,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         lines += ["", "### What the proposed changes would buy", "",
                   "Bench-only stand-ins for product changes, each A/B interleaved with the "
                   "product as is (alternate queries, so load drifting on the machine hits both "
-                  "sides alike). Cells: p50 off → on (p95 off → on), ms.", "",
+                  "sides alike). Cells: wall p50 off → on (wall p95 off → on); CPU p50 off → on, "
+                  "ms.", "",
                   "| change | " + " | ".join(sc.title for sc in scenarios) + " |",
                   "|---|" + "---|" * len(scenarios)]
         names = [sw["name"] for sw in results[scenarios[0].key]["switches"]]
@@ -725,7 +838,9 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             for sc in scenarios:
                 sw = results[sc.key]["switches"][i]
                 cells.append(f"{percentile(sw['off'], 50):.1f} → {percentile(sw['on'], 50):.1f} "
-                             f"({percentile(sw['off'], 95):.1f} → {percentile(sw['on'], 95):.1f})")
+                             f"({percentile(sw['off'], 95):.1f} → {percentile(sw['on'], 95):.1f})"
+                             f"; CPU {percentile(sw['off_cpu'], 50):.1f} → "
+                             f"{percentile(sw['on_cpu'], 50):.1f}")
             lines.append(f"| **{name}**: {sw0['change']} | " + " | ".join(cells) + " |")
 
     lines += ["", f"## Memory search against mem0 (k = {K}, the same queries)", ""]
@@ -736,31 +851,38 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             "| scenario | ours: search_memories p50 / p95 | ours: build_context p50 / p95 | "
             "mem0 search p50 / p95 | mem0: embed p50 | mem0: Qdrant query p50 | "
             "mem0 ÷ search_memories (p50 / p95) | mem0 ÷ build_context (p50 / p95) | "
-            f"goal ≥ {GOAL_RATIO:.0f}× | without the query embedding: ours / mem0 p50, ratio |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            f"goal ≥ {GOAL_RATIO:.0f}× | without the query embedding: ours / mem0 p50, ratio | "
+            "CPU time p50: search_memories / build_context / mem0, mem0 ÷ search_memories |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for sc in scenarios:
             m = mem0["scenarios"].get(sc.key)
             if m is None:
                 continue
-            ours = stats(results[sc.key]["search"].ms)
+            n = len(m["latencies_ms"])  # ours over the very same queries
+            search_r = results[sc.key]["search"]
+            ours = stats(search_r.ms[:n])
             ctx = stats(results[sc.key]["context"].ms)
             theirs = stats(m["latencies_ms"])
             r50, r95 = theirs["p50"] / ours["p50"], theirs["p95"] / ours["p95"]
-            search_r = results[sc.key]["search"]
-            ours_rest = percentile([a - b for a, b in zip(search_r.ms, search_r.embed_ms,
+            ours_rest = percentile([a - b for a, b in zip(search_r.ms[:n], search_r.embed_ms[:n],
                                                           strict=True)], 50)
             theirs_rest = percentile([a - b for a, b in zip(m["latencies_ms"], m["embed_ms"],
                                                             strict=True)], 50)
             c50, c95 = theirs["p50"] / ctx["p50"], theirs["p95"] / ctx["p95"]
+            ours_cpu = percentile(search_r.cpu_ms[:n], 50)
+            ctx_cpu = percentile(results[sc.key]["context"].cpu_ms, 50)
+            theirs_cpu = percentile(m["cpu_ms"], 50)
             lines.append(
-                f"| {sc.title} ({m['points']:,} points in mem0's collection) | "
+                f"| {sc.title} ({m['points']:,} points in mem0's collection; {n} queries) | "
                 f"{ms(ours['p50'])} / {ms(ours['p95'])} | {ms(ctx['p50'])} / {ms(ctx['p95'])} "
                 f"| {ms(theirs['p50'])} / {ms(theirs['p95'])} | "
                 f"{ms(percentile(m['embed_ms'], 50))} | "
                 f"{ms(percentile(m['vector_search_ms'], 50))} | {r50:.1f}× / {r95:.1f}× | "
                 f"{c50:.1f}× / {c95:.1f}× | {'yes' if r50 >= GOAL_RATIO else '**no**'} | "
-                f"{ms(ours_rest)} / {ms(theirs_rest)}, {theirs_rest / ours_rest:.1f}× |")
+                f"{ms(ours_rest)} / {ms(theirs_rest)}, {theirs_rest / ours_rest:.1f}× | "
+                f"{ms(ours_cpu)} / {ms(ctx_cpu)} / {ms(theirs_cpu)}, "
+                f"{theirs_cpu / ours_cpu:.1f}× |")
         lines += [
             "",
             "What each side does per query:",
@@ -790,10 +912,11 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         lines.append("Not run.")
     else:
         lines += [
-            "A session of n messages for scenario (a)'s user (1,000 facts, 2,000 earlier "
-            "messages); the query is the session's last user message; default budget 4,000 "
-            "tokens. Full history = every message of the session verbatim as "
-            "`Speaker: text` lines (cl100k tokens, no per-message chat overhead).",
+            f"A session of n messages for scenario (a)'s user ({args.a_facts:,} facts, "
+            f"{args.earlier:,} earlier messages); the query is the session's last user "
+            "message; default budget 4,000 tokens. Full history = every message of the "
+            "session verbatim as `Speaker: text` lines (cl100k tokens, no per-message chat "
+            "overhead).",
             "",
             "| session messages | full history tokens | our context tokens | memories / earlier "
             "/ history | messages kept verbatim | ours ÷ full | build_context p50 / p95 ms |",
@@ -842,10 +965,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prompt-sizes", default="100,1000,5000",
                    type=lambda s: [int(x) for x in s.split(",") if x])
     p.add_argument("--prompt-queries", type=int, default=30)
-    p.add_argument("--switch-queries", type=int, default=500,
+    p.add_argument("--switch-queries", type=int, default=600,
                    help="queries for the A/B of proposed changes (0 to skip)")
     p.add_argument("--upsert-reps", type=int, default=20,
                    help="10-point upserts for the write-path aside (0 to skip)")
+    p.add_argument("--mem0-queries-c", type=int, default=100,
+                   help="mem0 queries on (c): embedded Qdrant filters 100k payloads in Python, "
+                        "~1 s a query")
     p.add_argument("--no-mem0", action="store_true")
     p.add_argument("--mem0-python", type=Path, default=MEM0_VENV / "bin" / "python")
     p.add_argument("--embed-threads", type=int, default=os.cpu_count() or 1)
@@ -893,19 +1019,23 @@ def main(argv: Sequence[str] | None = None) -> None:
             compare = make_cases(sc, args.queries, stream, qrng)
             for case in warm:
                 context_once(runtime, tenant_id, case)
+            gauge_before = canary_ms(runtime)
             ctx = time_context(runtime, tenant_id, timed)
+            ctx.canary = (gauge_before, canary_ms(runtime))
             s = stats(ctx.ms)
             log(f"{sc.title}: build_context p50 {s['p50']:.1f} ms, p95 {s['p95']:.1f} ms")
             prof = profile_context(runtime, tenant_id, prof_cases)
             search = time_search(runtime, tenant_id, compare)
             log(f"{sc.title}: search_memories p50 {stats(search.ms)['p50']:.1f} ms")
             switched = (measure_switches(runtime, tenant_id,
-                                         make_cases(sc, args.switch_queries, stream, qrng))
+                                         make_cases(sc, args.switch_queries, stream, qrng),
+                                         {u.external_id: u for u in sc.loaded})
                         if args.switch_queries else [])
             results[sc.key] = {"context": ctx, "profile": prof, "search": search,
                                "switches": switched}
             if not args.no_mem0:
-                mem0_input(root / "mem0", sc, runtime, cache, compare, warm)
+                cap = args.mem0_queries_c if sc.key == "c" else args.queries
+                mem0_input(root / "mem0", sc, runtime, cache, compare[:cap], warm)
             if sc.key == "a" and args.prompt_sizes:
                 prompt = prompt_sizes(runtime, tenant_id, sc, cache, args.prompt_sizes,
                                       args.prompt_queries)

@@ -43,6 +43,7 @@ from bench._common import (
     percentile,
     postgres_database,
     sample_cpu,
+    server_pids,
     tiermem_command,
     user_messages,
     wait_port,
@@ -94,6 +95,7 @@ class ExtractionRun:
     llm_ms: list[float] = field(default_factory=list)
     worker_cpu: float = float("nan")
     llm_server_cpu: float = float("nan")
+    servers_cpu: float = float("nan")  # Redis + PostgreSQL server processes
     machine_busy: float = float("nan")
     errors: list[str] = field(default_factory=list)
     timed_out: bool = False
@@ -220,6 +222,7 @@ def run_setting(setting: Setting, backend: str, args: argparse.Namespace, transc
                 "TIERMEM_LOG_LEVEL": "WARNING",
                 **db_env,
             })
+            env.update(args.worker_env)
             if setting.patches:
                 env[PATCHES_ENV] = ",".join(setting.patches)
             started = time.monotonic()
@@ -245,13 +248,15 @@ def run_setting(setting: Setting, backend: str, args: argparse.Namespace, transc
     first, last = _cpu_window(samples, args.turns)
     run.worker_cpu = cpu_percent(first, last, "worker")
     run.llm_server_cpu = cpu_percent(first, last, "llm")
+    run.servers_cpu = sum(cpu_percent(first, last, name) for name in ("redis", "postgres")
+                          if name in first.seconds)
     run.machine_busy = machine_percent(first, last)
     return run
 
 
 def _poll(engine: Engine, worker: Service, llm: Service, args: argparse.Namespace,
           run: ExtractionRun) -> list[tuple[int, CpuSample]]:
-    pids = {"worker": worker.pid, "llm": llm.pid}
+    pids = {"worker": worker.pid, "llm": llm.pid, **server_pids()}
     samples: list[tuple[int, CpuSample]] = []
     deadline = time.monotonic() + args.timeout
     last_progress, last_finished = time.monotonic(), -1
@@ -291,12 +296,14 @@ def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[s
         f"embedded Qdrant (a folder the worker owns), local ONNX embeddings, and "
         f"`python -m tests.scripted_llm --latency {args.latency:g} --facts-per-turn "
         f"{args.facts_per_turn}` as the LLM. Rates count from the first to the last "
-        f"completion. Target: ≥ {TARGET_TURNS_PER_S:g} turns/s.",
+        f"completion. Target: ≥ {TARGET_TURNS_PER_S:g} turns/s."
+        + (f" Extra environment: {', '.join(f'`{k}={v}`' for k, v in args.worker_env.items())}."
+           if args.worker_env else ""),
         "",
         "| database | worker | turns/s | facts added/s | facts extracted | merged "
         "| run p50 ms | run p95 ms | LLM p50 ms | LLM p95 ms | worker CPU | worker CPU/turn "
-        "| LLM server CPU | machine busy | failed | retried | import s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| LLM server CPU | Redis+PG CPU | machine busy | failed | retried | import s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         rate = f"{run.turns_per_s:.1f}" + (" (timed out)" if run.timed_out else "")
@@ -306,7 +313,7 @@ def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[s
             f"| {percentile(run.duration_ms, 50):.0f} | {percentile(run.duration_ms, 95):.0f} "
             f"| {percentile(run.llm_ms, 50):.0f} | {percentile(run.llm_ms, 95):.0f} "
             f"| {run.worker_cpu:.0f} % | {run.cpu_ms_per_turn:.0f} ms "
-            f"| {run.llm_server_cpu:.0f} % | {run.machine_busy:.0f} % "
+            f"| {run.llm_server_cpu:.0f} % | {run.servers_cpu:.0f} % | {run.machine_busy:.0f} % "
             f"| {run.statuses.get('failed', 0)} | {run.retried} | {run.import_s:.1f} |"
         )
     lines += [
@@ -347,6 +354,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="also run `--pool prefork --concurrency 2` (it cannot share the "
                              "embedded Qdrant folder; this shows what happens)")
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgres")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra environment for import and worker (repeatable), e.g. "
+                             "TIERMEM_QDRANT__IN_MEMORY=true")
     parser.add_argument("--turns", type=int, default=1800)
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--turns-per-session", type=int, default=6)
@@ -361,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=RESULTS_DIR / "logs")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    args.worker_env = dict(item.split("=", 1) for item in args.env)
 
     patch_sets = [tuple(p for p in spec.split("+") if p) for spec in args.patches or [""]]
     settings = [Setting(args.pool, int(c), patches) for patches in patch_sets

@@ -39,6 +39,7 @@ from bench._common import (
     percentile,
     postgres_database,
     sample_cpu,
+    server_pids,
     tiermem_command,
     wait_http,
     write_results,
@@ -110,6 +111,7 @@ class IngestRun:
     loadgen_cpu: float
     machine_busy: float
     queued_tasks: int
+    servers_cpu: float  # Redis + PostgreSQL server processes
 
     @property
     def label(self) -> str:
@@ -128,7 +130,7 @@ class IngestRun:
         """CPU used by everything else on the machine (other people's work, Redis, the
         database server), in % of one core."""
         return max(0.0, self.machine_busy * (os.cpu_count() or 1) - self.api_cpu
-                   - self.loadgen_cpu)
+                   - self.loadgen_cpu - self.servers_cpu)
 
     @property
     def achieved_rate(self) -> float:
@@ -191,6 +193,8 @@ def run_one(backend: str, variant: Variant, args: argparse.Namespace) -> IngestR
         statuses=payload["statuses"], api_cpu=cpu_percent(first, last, "api"),
         loadgen_cpu=cpu_percent(first, last, "loadgen"),
         machine_busy=machine_percent(first, last), queued_tasks=queued,
+        servers_cpu=sum(cpu_percent(first, last, name) for name in ("redis", "postgres")
+                        if name in first.seconds),
     )
 
 
@@ -206,7 +210,7 @@ def _drive(
     if not args.external_ids:
         argv.append("--no-external-ids")
     loadgen = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    pids = {"api": api.pid, "loadgen": loadgen.pid}
+    pids = {"api": api.pid, "loadgen": loadgen.pid, **server_pids()}
     start: CpuSample | None = None
     end: CpuSample | None = None
     payload: dict[str, Any] | None = None
@@ -246,8 +250,8 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
         "",
         "| database, API configuration | sent | achieved /s | errors | p50 ms | p90 ms | p99 ms "
         "| p99.9 ms | max ms | send lag p99 ms | API CPU | API CPU per request | loadgen CPU "
-        "| other CPU | tasks queued |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Redis+PG CPU | other CPU | tasks queued |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         lat = run.latency_ms
@@ -257,7 +261,7 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
             f"| {percentile(lat, 99):.1f} | {percentile(lat, 99.9):.1f} | {max(lat):.1f} "
             f"| {percentile(run.lag_ms, 99):.1f} | {run.api_cpu:.0f} % "
             f"| {run.api_cpu_per_request_ms:.1f} ms | {run.loadgen_cpu:.0f} % "
-            f"| {run.other_cpu:.0f} % | {run.queued_tasks} |"
+            f"| {run.servers_cpu:.0f} % | {run.other_cpu:.0f} % | {run.queued_tasks} |"
         )
     lines.append("")
     for run in runs:
@@ -267,8 +271,9 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
     lines += [
         "",
         "CPU columns are % of one core over the measured window (200 % = both cores); "
-        "other CPU is the rest of the machine (Redis, PostgreSQL, other people's jobs on this "
-        "shared box). Send lag is how late the generator sent (its own scheduling delay).",
+        "Redis+PG CPU is those servers' processes (PostgreSQL's includes other clients'); "
+        "other CPU is the rest of the machine (other people's jobs on this shared box). "
+        "Send lag is how late the generator sent (its own scheduling delay).",
         "",
     ]
     return "\n".join(lines)

@@ -67,7 +67,9 @@ class CompressOutcome:
     iterations: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
-    again: bool = False  # stopped at max_iterations: the task enqueues another run
+    # Stopped at max_iterations: a pending "resume" run the task enqueues next (forced, so
+    # it finishes the job even when the history is already back under the trigger).
+    next_run_id: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -177,7 +179,12 @@ def _run_locked(
         _record_error(runtime, run_id, f"{type(exc).__name__}: {exc}", final=True)
         raise
     stats = result.stats
+    next_run_id = None
     with session_scope(runtime.engine) as session:
+        if stats.status == "partial":
+            follow = CompressionRun(session_id=chat.id, tenant_id=chat.tenant_id, trigger="resume")
+            session.add(follow)
+            next_run_id = follow.id
         run = session.get(CompressionRun, run_id)
         if run is not None:
             run.status = stats.status
@@ -217,7 +224,7 @@ def _run_locked(
         stats.iterations,
         stats.tokens_before,
         stats.tokens_after,
-        again=stats.status == "partial",
+        next_run_id=next_run_id,
     )
 
 

@@ -253,7 +253,7 @@ class CompressionRun(SQLModel, table=True):
     id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
     session_id: str = Field(foreign_key="chat_sessions.id", max_length=36, ondelete="CASCADE")
     tenant_id: str = Field(max_length=36)
-    trigger: str = Field(max_length=16)  # auto | compact | continue
+    trigger: str = Field(max_length=16)  # auto (after a reply) | compact | resume (a partial's)
     focus: str | None = Field(default=None, sa_column=Column(Text))
     # pending running done cannot_fit partial stale failed
     status: str = Field(default="pending", max_length=16)

@@ -1,4 +1,4 @@
-"""One extraction run end to end: claim → extract (LLM, no transaction open) → embed → write under the user's lock.
+"""One extraction run: claim → extract (no transaction open) → embed → write under the user lock.
 
 Idempotent: a run already done returns at once, and a rerun of a half-finished one
 re-derives the same fact ids, so nothing is counted or stored twice.
@@ -33,6 +33,9 @@ class RunOutcome:
     added: int = 0
     merged: int = 0
     superseded: int = 0
+    # Set when this run processed a turn with an assistant reply: the session's history
+    # grew, so the worker queues a compression check for it.
+    compress_session_id: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -51,8 +54,10 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
         index_messages(runtime=runtime, tenant_id=run.tenant_id, user_id=run.user_id,
                        message_ids=[i for i in (run.message_id, run.reply_message_id) if i])
         result = runtime.extractor.extract(turn)
+        grown = run.session_id if run.reply_message_id else None
         if result.skipped_reason or not result.facts:
-            outcome = RunOutcome(run_id, "skipped" if result.skipped_reason else "done")
+            outcome = RunOutcome(run_id, "skipped" if result.skipped_reason else "done",
+                                 compress_session_id=grown)
             _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
             return outcome
         embeddings = runtime.embedder.embed([f.content for f in result.facts])
@@ -69,7 +74,7 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
             )
         outcome = RunOutcome(
             run_id, "done", added=len(written.added), merged=len(written.merged),
-            superseded=len(written.superseded),
+            superseded=len(written.superseded), compress_session_id=grown,
         )
         _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
         return outcome
@@ -86,7 +91,8 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
         raise TransientError(exc.message) from exc
     except PermanentError as exc:
         _record_error(runtime, run_id, exc.message, final=True)
-        return RunOutcome(run_id, "failed")
+        return RunOutcome(run_id, "failed", compress_session_id=(
+            run.session_id if run.reply_message_id else None))
     except Exception as exc:
         # A bug, not bad luck: fail visibly instead of leaving the run "running" for the
         # sweeper to resend forever.

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, col, select
 
-from shared.chat_turn import ChatTurnIn, start_chat_stream
+from shared.chat.turn import ChatTurnIn, start_chat_stream
 from shared.db.models import ChatSession, ExtractionRun, Message, Tenant
 from shared.ingest import NewMessage
 from shared.runtime import Runtime

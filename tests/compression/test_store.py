@@ -120,6 +120,29 @@ def test_below_the_trigger_no_run_is_recorded(runtime: Runtime) -> None:
         assert session.exec(select(CompressionRun)).all() == []
 
 
+def test_a_run_stopped_at_its_bound_is_resumed_until_done(
+    tmp_path: Path, db_settings: dict[str, Any]
+) -> None:
+    runtime = open_runtime(tmp_path, db_settings, compression={"max_iterations": 1})
+    try:
+        chat_id = add_turns(runtime, 40)
+        service.use_summarizer(runtime, WellBehaved())
+        outcome = service.compress_session(runtime, chat_id)
+        chain = [outcome.status]
+        while outcome.next_run_id:  # what the task does: enqueue the resume run
+            outcome = service.compress_session(runtime, chat_id, run_id=outcome.next_run_id)
+            chain.append(outcome.status)
+        assert chain[0] == "partial" and chain[-1] == "done" and len(chain) >= 3
+        sound = assert_sound(runtime, chat_id)
+        assert not needs_compression(sound["loaded"].state, sound["cfg"])
+        with Session(runtime.engine) as session:
+            runs = session.exec(select(CompressionRun)).all()
+            assert all(r.iterations <= 1 for r in runs)
+            assert {r.trigger for r in runs} == {"auto", "resume"}
+    finally:
+        runtime.close()
+
+
 class Crash(BaseException):
     """Not an Exception: nothing on the way up catches it, like a killed worker."""
 

@@ -25,8 +25,8 @@ from workers.runtime import get_runtime
 def compress_session_task(self: Task, session_id: str, run_id: str | None = None) -> dict[str, Any]:
     last = self.request.retries >= (self.max_retries or 0)
     outcome = compress_session(get_runtime(), session_id, run_id=run_id, last_attempt=last)
-    if outcome.again:  # progress was made but the loop hit max_iterations: go on
-        enqueue_compression(session_id)
+    if outcome.next_run_id:  # progress was made but the loop hit max_iterations: go on
+        enqueue_compression(session_id, outcome.next_run_id)
     return outcome.as_dict()
 
 

@@ -24,7 +24,14 @@ from workers.runtime import get_runtime
 )
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     last = self.request.retries >= (self.max_retries or 0)
-    return run_extraction(get_runtime(), run_id, last_attempt=last).as_dict()
+    outcome = run_extraction(get_runtime(), run_id, last_attempt=last)
+    if outcome.compress_session_id:
+        # Every path that stores a reply (turns, chat, imports) ends here, so compression
+        # is checked once per turn without each route having to remember it.
+        from workers.tasks.compress import enqueue_compression
+
+        enqueue_compression(outcome.compress_session_id)
+    return outcome.as_dict()
 
 
 def enqueue_extraction(run_ids: list[str]) -> None:

@@ -14,14 +14,14 @@ from services.api.deps import RuntimeDep, TenantDep
 from services.api.errors import error_body
 from services.api.routes.turns import enqueue
 from services.api.sse import event, sse_response
-from shared.chat_openai import (
+from shared.chat.openai_api import (
     CompletionRequest,
     completion_chunk,
     completion_object,
     completion_turn,
     new_completion_id,
 )
-from shared.chat_turn import ChatIn, ChatPublic, ChatTurnStream, run_chat_turn, start_chat_stream
+from shared.chat.turn import ChatIn, ChatPublic, ChatTurnStream, run_chat_turn, start_chat_stream
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 SSE_DOC: dict[int | str, dict[str, Any]] = {

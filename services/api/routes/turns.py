@@ -9,7 +9,6 @@ from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.deps import RuntimeDep, SessionDep, TenantDep
-from services.api.routes.compression import enqueue_compression
 from shared.ingest import ID_RULE, TranscriptLine, TurnIn, ingest_messages, turn_messages
 from shared.transcripts import import_lines
 
@@ -67,8 +66,6 @@ def post_turn(
     )
     session.commit()
     enqueue(request, [r.id for r in result.runs])
-    if any(m.role == "assistant" for m in result.messages):  # the trigger check of issue 4
-        enqueue_compression(request, result.session.id)
     runs = result.runs or result.existing_runs
     run = runs[0] if runs else None
     return TurnAccepted(

@@ -16,7 +16,7 @@ from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
 from shared.ingest import Identifier, MessageIn, NewMessage, attach_reply, ingest_messages
-from shared.llm.chat import ChatReply, ChatStream
+from shared.chat.model import ChatReply, ChatStream
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.chat_turn import ChatPublic, ChatTurnIn
+from shared.chat.turn import ChatPublic, ChatTurnIn
 from shared.errors import InvalidInput
 from shared.ingest import NewMessage, check_identifier
 

@@ -1,0 +1,1 @@
+"""Memory-augmented chat: the chat model client, one chat turn, and the OpenAI-compatible shapes."""
