@@ -24,3 +24,5 @@ bench:
 	$(BIN)/python -m bench.bench_embeddings
 	$(BIN)/python -m bench.bench_ingest
 	$(BIN)/python -m bench.bench_extraction
+	$(BIN)/python -m bench.bench_context
+	$(BIN)/python -m bench.bench_compression

@@ -1,4 +1,4 @@
-"""Domain errors: a code, a message a person can act on, and details; the API maps codes to statuses."""
+"""Domain errors: a code, an actionable message and details; the API maps codes to statuses."""
 
 from __future__ import annotations
 

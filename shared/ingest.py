@@ -1,4 +1,4 @@
-"""Storing chat messages as the source of truth, and opening one pending extraction run per user turn."""
+"""Storing chat messages as the source of truth; one pending extraction run per user turn."""
 
 from __future__ import annotations
 
@@ -148,7 +148,9 @@ def ingest_messages(
         raise InvalidInput("no messages to store")
     for i, m in enumerate(messages):
         validate_content(
-            m.content, settings=settings, where=f"messages[{i}] ({m.role})",
+            m.content,
+            settings=settings,
+            where=f"messages[{i}] ({m.role})",
             check_length=check_length,
         )
 
@@ -255,7 +257,9 @@ def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> U
     query = select(User).where(User.tenant_id == tenant_id, User.external_id == external_id)
     user = session.exec(query).first()
     if user is None:
-        _insert_ignore(session, User, User(tenant_id=tenant_id, external_id=external_id).model_dump())
+        _insert_ignore(
+            session, User, User(tenant_id=tenant_id, external_id=external_id).model_dump()
+        )
         user = session.exec(query).one()
     return user
 
@@ -284,7 +288,9 @@ def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> Use
         select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)
     ).first()
     if user is None:
-        raise NotFound(f"user {user_external_id!r} not found", details={"user_id": user_external_id})
+        raise NotFound(
+            f"user {user_external_id!r} not found", details={"user_id": user_external_id}
+        )
     return user
 
 

@@ -11,11 +11,11 @@ from functools import cached_property
 
 from sqlalchemy.engine import Engine
 
+from shared.chat.model import ChatModel
 from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
-from shared.chat.model import ChatModel
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.vectors import VectorStore, collection_name, open_vector_store
 

@@ -1,4 +1,4 @@
-"""Fixtures over real components: SQLite files, PostgreSQL databases, Redis, Celery workers, Qdrant."""
+"""Fixtures over real components: SQLite files, PostgreSQL, Redis, Celery workers, Qdrant."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from shared.runtime import Runtime
 from tests.scripted_llm import scripted_llm, scripted_llm_server  # noqa: F401  (fixtures)
 
 REDIS_URL = os.environ.get("TIERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-PG_ADMIN_URL = os.environ.get("TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 APP_KEY = "dev-app-key"
 ADMIN_KEY = "dev-admin-key"
 
@@ -70,8 +72,13 @@ def client_fixture(runtime: Runtime, embedded_worker: Any) -> Iterator[TestClien
         yield client
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.05,
-             what: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -82,8 +89,9 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, interval: f
         time.sleep(interval)
 
 
-def wait_job(client: TestClient, job_id: str, timeout: float = 30.0,
-             headers: dict[str, str] | None = None) -> dict[str, Any]:
+def wait_job(
+    client: TestClient, job_id: str, timeout: float = 30.0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     def finished() -> dict[str, Any] | None:
         response = client.get(f"/v1/jobs/{job_id}", headers=headers)
         assert response.status_code == 200, response.text
@@ -134,5 +142,10 @@ def tiermem_env(settings_env: dict[str, str]) -> dict[str, str]:
 
 def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
-    return subprocess.Popen(args, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                            cwd=Path(__file__).resolve().parents[1])
+    return subprocess.Popen(
+        args,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[1],
+    )

@@ -1,4 +1,4 @@
-"""One place that turns domain errors and bad requests into `{"error": {code, message, details}}`."""
+"""Turns domain errors and bad requests into `{"error": {code, message, details}}`."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse(
-            error_body("internal", "internal error; the server log has the details "
-                       f"({type(exc).__name__})"),
+            error_body(
+                "internal", f"internal error; the server log has the details ({type(exc).__name__})"
+            ),
             500,
         )
 

@@ -13,6 +13,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from shared.config import Settings
 from shared.errors import ChatNotConfigured, UpstreamError, UpstreamTimeout
+from shared.llm.client import upstream_error_text
 from shared.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class ChatModel:
         elif isinstance(exc, openai.APIStatusError):
             details["upstream_status"] = exc.status_code
             error = UpstreamError(
-                f"{_advice(exc.status_code, model, where)} (it said: {_error_text(exc)})",
+                f"{_advice(exc.status_code, model, where)} (it said: {upstream_error_text(exc)})",
                 details=details,
             )
         elif isinstance(exc, openai.APIError) and exc.body is not None:
@@ -315,10 +316,3 @@ def _advice(status: int, model: str, where: str) -> str:
             "context window, or a parameter it does not support)"
         )
     return f"the chat model answered HTTP {status} at {where}"
-
-
-def _error_text(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])[:300]
-    return str(exc.message)[:300]

@@ -11,12 +11,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from shared.chat.model import ChatReply, ChatStream
 from shared.context.builder import build_context
 from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
 from shared.ingest import Identifier, MessageIn, NewMessage, attach_reply, ingest_messages
-from shared.chat.model import ChatReply, ChatStream
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 

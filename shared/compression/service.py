@@ -50,6 +50,7 @@ from shared.config import Settings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
 from shared.errors import Conflict, NotFound, TransientError
+from shared.runs import record_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -263,11 +264,7 @@ def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> 
         run = session.get(CompressionRun, run_id)
         if run is None:
             return
-        run.status = "failed" if final else "retrying"
-        run.error = error[:2000]
-        run.updated_at = utcnow()
-        if final:
-            run.finished_at = run.updated_at
+        record_error(run, error, final=final)
         session.add(run)
 
 

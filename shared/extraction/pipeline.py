@@ -19,6 +19,7 @@ from shared.errors import PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
 from shared.memory.history import index_messages
 from shared.memory.writer import provenance_for, write_facts
+from shared.runs import record_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -51,30 +52,46 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
     try:
         # History search's vectors first: a turn whose extraction fails for good is still
         # found by meaning, and a vector-store error here is retried before any LLM call.
-        index_messages(runtime=runtime, tenant_id=run.tenant_id, user_id=run.user_id,
-                       message_ids=[i for i in (run.message_id, run.reply_message_id) if i])
+        index_messages(
+            runtime=runtime,
+            tenant_id=run.tenant_id,
+            user_id=run.user_id,
+            message_ids=[i for i in (run.message_id, run.reply_message_id) if i],
+        )
         result = runtime.extractor.extract(turn)
         grown = run.session_id if run.reply_message_id else None
         if result.skipped_reason or not result.facts:
-            outcome = RunOutcome(run_id, "skipped" if result.skipped_reason else "done",
-                                 compress_session_id=grown)
+            outcome = RunOutcome(
+                run_id, "skipped" if result.skipped_reason else "done", compress_session_id=grown
+            )
             _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
             return outcome
         embeddings = runtime.embedder.embed([f.content for f in result.facts])
         prov = provenance_for(
-            run, seen_at=turn.session_date, extractor=result.extractor,
-            extractor_version=result.extractor_version, model=result.model,
+            run,
+            seen_at=turn.session_date,
+            extractor=result.extractor,
+            extractor_version=result.extractor_version,
+            model=result.model,
         )
         collection = runtime.collection_for(tenant_id=run.tenant_id, user_id=run.user_id)
         with runtime.user_locks.hold(run.user_id), Session(runtime.engine) as session:
             written = write_facts(
-                session=session, vectors=runtime.vectors, collection=collection,
-                facts=result.facts, embeddings=embeddings, prov=prov,
+                session=session,
+                vectors=runtime.vectors,
+                collection=collection,
+                facts=result.facts,
+                embeddings=embeddings,
+                prov=prov,
                 dedup_threshold=runtime.settings.extraction.dedup_threshold,
             )
         outcome = RunOutcome(
-            run_id, "done", added=len(written.added), merged=len(written.merged),
-            superseded=len(written.superseded), compress_session_id=grown,
+            run_id,
+            "done",
+            added=len(written.added),
+            merged=len(written.merged),
+            superseded=len(written.superseded),
+            compress_session_id=grown,
         )
         _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
         return outcome
@@ -91,8 +108,9 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
         raise TransientError(exc.message) from exc
     except PermanentError as exc:
         _record_error(runtime, run_id, exc.message, final=True)
-        return RunOutcome(run_id, "failed", compress_session_id=(
-            run.session_id if run.reply_message_id else None))
+        return RunOutcome(
+            run_id, "failed", compress_session_id=(run.session_id if run.reply_message_id else None)
+        )
     except Exception as exc:
         # A bug, not bad luck: fail visibly instead of leaving the run "running" for the
         # sweeper to resend forever.
@@ -147,7 +165,11 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
 
 
 def _finish(
-    runtime: Runtime, run_id: str, outcome: RunOutcome, *, result_fields: dict[str, object],
+    runtime: Runtime,
+    run_id: str,
+    outcome: RunOutcome,
+    *,
+    result_fields: dict[str, object],
     started: float,
 ) -> None:
     with session_scope(runtime.engine) as session:
@@ -174,11 +196,7 @@ def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> 
         run = session.get(ExtractionRun, run_id)
         if run is None:
             return
-        run.status = "failed" if final else "retrying"
-        run.error = error[:2000]
-        run.updated_at = utcnow()
-        if final:
-            run.finished_at = run.updated_at
+        record_error(run, error, final=final)
         session.add(run)
         _set_message_status(session, run, run.status)
 

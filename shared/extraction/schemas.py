@@ -1,4 +1,4 @@
-"""The six typed fact schemas an extractor may emit, and the slot keys that reveal contradictions."""
+"""The six typed fact schemas an extractor may emit, and the slot keys behind contradictions."""
 
 from __future__ import annotations
 

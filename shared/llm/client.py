@@ -230,7 +230,7 @@ class LLMClient:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             details["status"] = status
-            said = _error_text(exc)
+            said = upstream_error_text(exc)
             if status == 429:
                 return TransientError(f"LLM rate-limited (429) at {where}: {said}", details=details)
             if status >= 500:
@@ -277,7 +277,8 @@ def _advice(status: int, settings: LLMSettings) -> str:
     return f"LLM answered HTTP {status} at {where}"
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
+def upstream_error_text(exc: openai.APIStatusError) -> str:
+    """The provider's own error message, shortened: it usually says what to fix."""
     body = exc.body
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         return str(body["message"])[:300]

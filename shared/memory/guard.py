@@ -33,7 +33,11 @@ Family = Literal[
     "instruction_override", "role_change", "exfiltration", "prompt_delimiter", "hidden_markup"
 ]
 FAMILIES: Final[tuple[Family, ...]] = (
-    "instruction_override", "role_change", "exfiltration", "prompt_delimiter", "hidden_markup",
+    "instruction_override",
+    "role_change",
+    "exfiltration",
+    "prompt_delimiter",
+    "hidden_markup",
 )
 Source = Literal["fact", "message"]
 HITS_METRIC: Final = "injection_guard_hits_total"
@@ -87,20 +91,72 @@ def _fillers(words: str, most: int) -> str:
 
 
 _OVERRIDE_VERB = _words(
-    "ignore", "disregard", "forget", "override", "overrule", "discard",
-    "set aside", "throw away", "throw out", "stop following", "do not follow",
-    "don'?t follow", "dont follow", "never follow", "no longer follow", "cease following",
+    "ignore",
+    "disregard",
+    "forget",
+    "override",
+    "overrule",
+    "discard",
+    "set aside",
+    "throw away",
+    "throw out",
+    "stop following",
+    "do not follow",
+    "don'?t follow",
+    "dont follow",
+    "never follow",
+    "no longer follow",
+    "cease following",
 )
-_DETERMINER = _words("all", "any", "every", "each", "of", "the", "your", "these", "those",
-                     "its", "such", "whatever", "other")
+_DETERMINER = _words(
+    "all",
+    "any",
+    "every",
+    "each",
+    "of",
+    "the",
+    "your",
+    "these",
+    "those",
+    "its",
+    "such",
+    "whatever",
+    "other",
+)
 # Not "safety", "existing", "default" or "hidden": "ignore the safety rules at the gym" and
 # "override the default configuration" are things people do.
-_BEFORE = _words("previous", "previously given", "prior", "above", "earlier", "preceding",
-                 "foregoing", "former", "original", "initial", "system", "developer")
+_BEFORE = _words(
+    "previous",
+    "previously given",
+    "prior",
+    "above",
+    "earlier",
+    "preceding",
+    "foregoing",
+    "former",
+    "original",
+    "initial",
+    "system",
+    "developer",
+)
 _RULES = _words(
-    r"instructions?", r"rules?", r"guidelines?", r"directives?", r"prompts?", r"commands?",
-    r"orders?", r"constraints?", r"restrictions?", r"guardrails?", r"polic(?:y|ies)",
-    "programming", "context", r"filters?", r"limitations?", "boundaries", "ethics",
+    r"instructions?",
+    r"rules?",
+    r"guidelines?",
+    r"directives?",
+    r"prompts?",
+    r"commands?",
+    r"orders?",
+    r"constraints?",
+    r"restrictions?",
+    r"guardrails?",
+    r"polic(?:y|ies)",
+    "programming",
+    "context",
+    r"filters?",
+    r"limitations?",
+    "boundaries",
+    "ethics",
     "principles",
 )
 # "forget the original instructions manual" is about a booklet, not about the model.
@@ -108,126 +164,191 @@ _NOT_A_BOOKLET = r"(?! (?:manual|booklet|leaflet|sheet|book|page|pdf|video|card|
 # With only "all"/"any"/"your" before it, "rules" and "messages" stay out: "ignore all the
 # rules of grammar" is how people talk.
 _STRONG_RULES = _words(
-    r"instructions?", r"directives?", r"guidelines?", r"prompts?", "programming",
-    r"guardrails?", r"restrictions?", r"constraints?", r"polic(?:y|ies)", r"filters?",
+    r"instructions?",
+    r"directives?",
+    r"guidelines?",
+    r"prompts?",
+    "programming",
+    r"guardrails?",
+    r"restrictions?",
+    r"constraints?",
+    r"polic(?:y|ies)",
+    r"filters?",
     r"safety (?:rules|guidelines|filters)",
 )
 
 # Each pattern comes with words one of which any match must contain: `in` on a string
 # costs nanoseconds, so a sentence only pays for the few patterns it could trigger.
 Rule = tuple[tuple[str, ...], str]
-_OVERRIDE_WORDS = ("ignore", "disregard", "forget", "overrid", "overrul", "discard", "aside",
-                   "throw", "follow")
+_OVERRIDE_WORDS = (
+    "ignore",
+    "disregard",
+    "forget",
+    "overrid",
+    "overrul",
+    "discard",
+    "aside",
+    "throw",
+    "follow",
+)
 
 _INSTRUCTION_OVERRIDE: list[Rule] = [
     # ignore (all) previous/prior/above/system instructions
-    (_OVERRIDE_WORDS,
-     rf"\b{_OVERRIDE_VERB}{_S}{_fillers(_DETERMINER, 3)}{_BEFORE}{_S}"
-     rf"{_fillers(_words(_DETERMINER, _BEFORE), 2)}{_RULES}\b{_NOT_A_BOOKLET}"),
+    (
+        _OVERRIDE_WORDS,
+        rf"\b{_OVERRIDE_VERB}{_S}{_fillers(_DETERMINER, 3)}{_BEFORE}{_S}"
+        rf"{_fillers(_words(_DETERMINER, _BEFORE), 2)}{_RULES}\b{_NOT_A_BOOKLET}",
+    ),
     # ignore all / any / your instructions
-    (_OVERRIDE_WORDS,
-     rf"\b{_OVERRIDE_VERB}{_S}{_fillers('(?:of|the)', 2)}(?:all|any|every|your){_S}"
-     rf"{_fillers('(?:of|the|these|those|such|other|your|my)', 2)}{_STRONG_RULES}\b"
-     rf"{_NOT_A_BOOKLET}"),
+    (
+        _OVERRIDE_WORDS,
+        rf"\b{_OVERRIDE_VERB}{_S}{_fillers('(?:of|the)', 2)}(?:all|any|every|your){_S}"
+        rf"{_fillers('(?:of|the|these|those|such|other|your|my)', 2)}{_STRONG_RULES}\b"
+        rf"{_NOT_A_BOOKLET}",
+    ),
     (_OVERRIDE_WORDS, rf"\b{_OVERRIDE_VERB}{_S}your{_S}{_fillers(_DETERMINER, 2)}rules\b"),
     # ignore the above / everything before this
-    (_OVERRIDE_WORDS,
-     rf"\b{_OVERRIDE_VERB}{_S}(?:the|everything|all|anything){_S}"
-     rf"{_fillers(_words('written', 'said', 'stated', 'mentioned', 'text', 'that', 'is'), 2)}"
-     r"(?:above|before this|previously|so far|until now|up to (?:now|this point))\b"
-     r"(?! (?:e-?mail|message|mail|post|comment|note|photo|picture|link|address|number|typo)"
-     r"\b)"),
+    (
+        _OVERRIDE_WORDS,
+        rf"\b{_OVERRIDE_VERB}{_S}(?:the|everything|all|anything){_S}"
+        rf"{_fillers(_words('written', 'said', 'stated', 'mentioned', 'text', 'that', 'is'), 2)}"
+        r"(?:above|before this|previously|so far|until now|up to (?:now|this point))\b"
+        r"(?! (?:e-?mail|message|mail|post|comment|note|photo|picture|link|address|number|typo)"
+        r"\b)",
+    ),
     # forget everything you were told
-    (_OVERRIDE_WORDS,
-     rf"\b{_OVERRIDE_VERB}{_S}(?:everything|all|anything|what(?:ever)?){_S}(?:that )?"
-     r"you(?:'ve|'re| have| were| are| had)?(?: been)? (?:told|taught|instructed|given|"
-     r"trained|programmed)\b"),
-    (("bypass",),
-     r"\bbypass (?:all |any )?(?:your|the (?:ai|model|assistant|chatbot)'?s?) (?:safety |"
-     r"content |ethical )?(?:filters?|guardrails?|restrictions?|guidelines|rules|"
-     r"polic(?:y|ies)|programming|safeguards)\b"),
+    (
+        _OVERRIDE_WORDS,
+        rf"\b{_OVERRIDE_VERB}{_S}(?:everything|all|anything|what(?:ever)?){_S}(?:that )?"
+        r"you(?:'ve|'re| have| were| are| had)?(?: been)? (?:told|taught|instructed|given|"
+        r"trained|programmed)\b",
+    ),
+    (
+        ("bypass",),
+        r"\bbypass (?:all |any )?(?:your|the (?:ai|model|assistant|chatbot)'?s?) (?:safety |"
+        r"content |ethical )?(?:filters?|guardrails?|restrictions?|guidelines|rules|"
+        r"polic(?:y|ies)|programming|safeguards)\b",
+    ),
     # "New instructions:" / "Your new instructions are" (not "her doctor's new instructions:")
-    (("instruction",),
-     rf"{_START}(?:(?:your|the following|here are (?:your|the)) )?"
-     r"(?:new|updated|real|actual|true|secret|hidden|override|revised|admin|developer)"
-     r" (?:system )?instructions? ?(?::|are\b|follow\b)"),
+    (
+        ("instruction",),
+        rf"{_START}(?:(?:your|the following|here are (?:your|the)) )?"
+        r"(?:new|updated|real|actual|true|secret|hidden|override|revised|admin|developer)"
+        r" (?:system )?instructions? ?(?::|are\b|follow\b)",
+    ),
     # "Your new task is to …", not "your new role is Senior Engineer, congratulations"
-    (("your",),
-     r"\byour (?:new|real|actual|true|only|updated) (?:(?:task|objective|purpose|role|job|"
-     r"mission|directive|priority) (?:is|will be|now is) (?:to|as)|instructions? (?:is|are|"
-     r"will be|now))\b"),
-    (("from now on", "starting now", "from this", "henceforth"),
-     r"\b(?:from now on|starting now|from this (?:moment|point)(?: on)?|henceforth),?"
-     r" you(?:'ll|'re| will| must| shall| should| are| have to| need to| may only| can only)\b"),
-    (("from now on", "henceforth"),
-     r"\b(?:from now on|henceforth),? (?:respond|reply|answer|act|behave|ignore|obey|"
-     r"disregard)\b"),
-    (("supersed", "overrid", "overrul", "preceden", "priority"),
-     rf"\b(?:supersedes?|overrides?|overrules?|takes? precedence over|ha(?:s|ve) priority "
-     rf"over){_S}{_fillers(_words('all', 'any', 'the', 'your'), 2)}"
-     rf"(?:previous|prior|system|other|earlier|original|existing|developer){_S}"
-     r"(?:instructions?|rules?|prompts?|messages?|guidelines?|directives?)\b"),
-    (("obey", "comply", "follow"),
-     r"\byou (?:must|will|shall) (?:now )?(?:only )?(?:obey|comply with|follow) (?:only )?"
-     r"(?:me|my|these|the following|this message|the instructions below)\b"),
+    (
+        ("your",),
+        r"\byour (?:new|real|actual|true|only|updated) (?:(?:task|objective|purpose|role|job|"
+        r"mission|directive|priority) (?:is|will be|now is) (?:to|as)|instructions? (?:is|are|"
+        r"will be|now))\b",
+    ),
+    (
+        ("from now on", "starting now", "from this", "henceforth"),
+        r"\b(?:from now on|starting now|from this (?:moment|point)(?: on)?|henceforth),?"
+        r" you(?:'ll|'re| will| must| shall| should| are| have to| need to| may only| can only)\b",
+    ),
+    (
+        ("from now on", "henceforth"),
+        r"\b(?:from now on|henceforth),? (?:respond|reply|answer|act|behave|ignore|obey|"
+        r"disregard)\b",
+    ),
+    (
+        ("supersed", "overrid", "overrul", "preceden", "priority"),
+        rf"\b(?:supersedes?|overrides?|overrules?|takes? precedence over|ha(?:s|ve) priority "
+        rf"over){_S}{_fillers(_words('all', 'any', 'the', 'your'), 2)}"
+        rf"(?:previous|prior|system|other|earlier|original|existing|developer){_S}"
+        r"(?:instructions?|rules?|prompts?|messages?|guidelines?|directives?)\b",
+    ),
+    (
+        ("obey", "comply", "follow"),
+        r"\byou (?:must|will|shall) (?:now )?(?:only )?(?:obey|comply with|follow) (?:only )?"
+        r"(?:me|my|these|the following|this message|the instructions below)\b",
+    ),
     # keeping the user in the dark is what an injected instruction asks for
-    (("the user",),
-     r"\b(?:do not|don'?t|never) (?:tell|inform|alert|notify|warn|mention (?:this )?to) "
-     r"the user\b|\bwithout (?:telling|informing|alerting|notifying|warning) the user\b"),
+    (
+        ("the user",),
+        r"\b(?:do not|don'?t|never) (?:tell|inform|alert|notify|warn|mention (?:this )?to) "
+        r"the user\b|\bwithout (?:telling|informing|alerting|notifying|warning) the user\b",
+    ),
 ]
 
 # Not "evil" or "rogue": "act as the evil queen in the school play".
 _ROLE_TARGET = _words(
-    "dan", "unrestricted", "unfiltered", "uncensored", "jailbroken",
+    "dan",
+    "unrestricted",
+    "unfiltered",
+    "uncensored",
+    "jailbroken",
     r"(?:ai|assistant|model|chatbot|llm|bot)(?: that has no| with no| without)",
-    r"different (?:ai|assistant|model|chatbot|persona)", r"new (?:ai|assistant|model|persona)",
+    r"different (?:ai|assistant|model|chatbot|persona)",
+    r"new (?:ai|assistant|model|persona)",
 )
 _ROLE_CHANGE: list[Rule] = [
-    (("re now",),
-     r"\byou(?:'re| are) now (?:in (?:developer|dan|god|jailbreak|unrestricted|admin|debug) "
-     r"mode|called|named|known as|no longer|free (?:from|of)|unrestricted|unfiltered|"
-     r"uncensored|jailbroken|dan|operating as|acting as|playing|root|admin|developer|evil|"
-     r"my (?:new|personal) (?:assistant|ai|slave|servant))\b"),
+    (
+        ("re now",),
+        r"\byou(?:'re| are) now (?:in (?:developer|dan|god|jailbreak|unrestricted|admin|debug) "
+        r"mode|called|named|known as|no longer|free (?:from|of)|unrestricted|unfiltered|"
+        r"uncensored|jailbroken|dan|operating as|acting as|playing|root|admin|developer|evil|"
+        r"my (?:new|personal) (?:assistant|ai|slave|servant))\b",
+    ),
     # "You are now a pirate." opens a role; "Congrats, you're now a dad!" does not
     (("re now",), rf"{_START}you(?:'re| are) now (?:an?|the|in|going to)\b"),
-    (("re no",),
-     r"\byou(?:'re| are) (?:no longer|not) (?:an? (?:ai|assistant|language model|chatbot)|"
-     r"claude|chatgpt|gpt|(?:bound|restricted|limited) by (?:your|openai|anthropic|"
-     r"(?:any|the) (?:rules|guidelines|policies|restrictions|filters)))\b"),
-    ((" as ",),
-     rf"\b(?:act|behave|respond|answer|reply|roleplay|role-play|pose) as (?:if you "
-     rf"(?:are|were) )?(?:(?:an?|the|my) )?{_ROLE_TARGET}\b"),
-    (("you",),
-     r"\byou(?: (?:will|must|should|shall|can|need to|have to|are to|'ll))? (?:now )?"
-     r"(?:pretend|act as|behave as|roleplay|role-play|impersonate|play the role)\b"),
-    (("act as", "pretend", "roleplay", "role-play", "imagine", "you are to"),
-     rf"{_START}(?:please )?(?:act as|pretend (?:to be|that|you)|roleplay as|role-play as|"
-     r"imagine you(?:'re| are)|you are to)\b"),
-    (("pretend",),
-     r"\bpretend(?:ing)? (?:that )?you(?:'re| are)\b|\bpretend(?:ing)? to be (?:an? |the )?"
-     r"(?:ai|assistant|model|chatbot|unrestricted|unfiltered|dan)\b"),
+    (
+        ("re no",),
+        r"\byou(?:'re| are) (?:no longer|not) (?:an? (?:ai|assistant|language model|chatbot)|"
+        r"claude|chatgpt|gpt|(?:bound|restricted|limited) by (?:your|openai|anthropic|"
+        r"(?:any|the) (?:rules|guidelines|policies|restrictions|filters)))\b",
+    ),
+    (
+        (" as ",),
+        rf"\b(?:act|behave|respond|answer|reply|roleplay|role-play|pose) as (?:if you "
+        rf"(?:are|were) )?(?:(?:an?|the|my) )?{_ROLE_TARGET}\b",
+    ),
+    (
+        ("you",),
+        r"\byou(?: (?:will|must|should|shall|can|need to|have to|are to|'ll))? (?:now )?"
+        r"(?:pretend|act as|behave as|roleplay|role-play|impersonate|play the role)\b",
+    ),
+    (
+        ("act as", "pretend", "roleplay", "role-play", "imagine", "you are to"),
+        rf"{_START}(?:please )?(?:act as|pretend (?:to be|that|you)|roleplay as|role-play as|"
+        r"imagine you(?:'re| are)|you are to)\b",
+    ),
+    (
+        ("pretend",),
+        r"\bpretend(?:ing)? (?:that )?you(?:'re| are)\b|\bpretend(?:ing)? to be (?:an? |the )?"
+        r"(?:ai|assistant|model|chatbot|unrestricted|unfiltered|dan)\b",
+    ),
     ((" mode",), r"\b(?:dan|jailbreak|jailbroken|unrestricted|unfiltered|evil) mode\b"),
     (("anything now",), r"\bdo anything now\b"),
-    (("jailbreak",),
-     r"\bjailbreak(?:ing)? (?:the |this |your )?(?:ai|assistant|model|chatbot|llm|prompt|"
-     r"you)\b"),
+    (
+        ("jailbreak",),
+        r"\bjailbreak(?:ing)? (?:the |this |your )?(?:ai|assistant|model|chatbot|llm|prompt|"
+        r"you)\b",
+    ),
     # a forged turn: "system:" / "assistant:" where a line or sentence starts, followed by
     # an order or a compliant answer (not "System: Ubuntu 22.04" pasted from a spec sheet)
-    (("system", "assistant", "developer"),
-     r"(?:^|[.!?] |[\"'(\[>*] ?)(?:system|assistant|developer)(?: (?:message|prompt|note|"
-     r"override|instruction|update))? ?:(?=[^\n]{0,80}?\b(?:you|your|the assistant|the ai|"
-     r"the model|must|always|never|ignore|disregard|respond|answer|reply|obey|new|override|"
-     r"instructions?|rules?|from now|sure|okay|certainly|of course|here (?:is|are)|i will|"
-     r"i'll|understood)\b)"),
-    (("sys", "developer", "assistant"),
-     r"[\[{<] ?(?:system|sys|developer|assistant)(?: message| prompt)? ?[\]}>]"),
-    (("<|",),
-     r"<\|(?:im_start|system|user|assistant|developer|start_header_id|begin_of_text)\|>"),
+    (
+        ("system", "assistant", "developer"),
+        r"(?:^|[.!?] |[\"'(\[>*] ?)(?:system|assistant|developer)(?: (?:message|prompt|note|"
+        r"override|instruction|update))? ?:(?=[^\n]{0,80}?\b(?:you|your|the assistant|the ai|"
+        r"the model|must|always|never|ignore|disregard|respond|answer|reply|obey|new|override|"
+        r"instructions?|rules?|from now|sure|okay|certainly|of course|here (?:is|are)|i will|"
+        r"i'll|understood)\b)",
+    ),
+    (
+        ("sys", "developer", "assistant"),
+        r"[\[{<] ?(?:system|sys|developer|assistant)(?: message| prompt)? ?[\]}>]",
+    ),
+    (("<|",), r"<\|(?:im_start|system|user|assistant|developer|start_header_id|begin_of_text)\|>"),
     (("[inst]", "<<", "<start_of_turn>"), r"\[inst\]|<<\s*sys\s*>>|<start_of_turn>"),
     # a heading that is only a role ("### System"), not "### System requirements"
-    (("#",),
-     r"^#{1,6} ?(?:system|assistant|developer|admin|new instructions)(?: (?:prompt|message|"
-     r"instructions?|override))? ?:?$"),
+    (
+        ("#",),
+        r"^#{1,6} ?(?:system|assistant|developer|admin|new instructions)(?: (?:prompt|message|"
+        r"instructions?|override))? ?:?$",
+    ),
     (("```",), r"```(?:system|assistant|developer)\b"),
     (('"role"',), r"\"role\" ?: ?\"(?:system|assistant|developer)\""),
 ]
@@ -238,27 +359,101 @@ _SECRET_PROMPT = (
     r"developer) (?:instructions?|messages?)|prompt (?:above|you were given))"
 )
 _REVEAL = _words(
-    "reveal", "print", "repeat", "show", "output", "display", "dump", "leak", "disclose",
-    "expose", "recite", "echo", "return", "paste", "copy", "write out", "spell out", "type out",
-    "tell me", "tell us", "give me", "send me", "share", "provide", "list", "summari[sz]e",
-    "translate", "encode", "what (?:is|are|was|were)",
+    "reveal",
+    "print",
+    "repeat",
+    "show",
+    "output",
+    "display",
+    "dump",
+    "leak",
+    "disclose",
+    "expose",
+    "recite",
+    "echo",
+    "return",
+    "paste",
+    "copy",
+    "write out",
+    "spell out",
+    "type out",
+    "tell me",
+    "tell us",
+    "give me",
+    "send me",
+    "share",
+    "provide",
+    "list",
+    "summari[sz]e",
+    "translate",
+    "encode",
+    "what (?:is|are|was|were)",
 )
 _SECRET = _words(
-    r"api[ _-]?keys?", r"passwords?", "passwd", r"passcodes?", "credentials", r"secret keys?",
-    r"(?:access|auth|authentication|bearer|session|refresh) tokens?", r"private keys?",
-    r"ssh keys?", r"session (?:cookies?|ids?)", r"(?:admin|api|stored|system|server) secrets",
-    r"env(?:ironment)? (?:variables|vars)", r"\.env(?: file)?", r"credit card(?: numbers?)?",
-    r"card numbers?", "cvv", "ssn", r"social security numbers?",
-    r"one[- ]time (?:codes?|passwords?)", "otp", r"2fa codes?", r"verification codes?",
-    r"seed phrases?", r"recovery phrases?",
+    r"api[ _-]?keys?",
+    r"passwords?",
+    "passwd",
+    r"passcodes?",
+    "credentials",
+    r"secret keys?",
+    r"(?:access|auth|authentication|bearer|session|refresh) tokens?",
+    r"private keys?",
+    r"ssh keys?",
+    r"session (?:cookies?|ids?)",
+    r"(?:admin|api|stored|system|server) secrets",
+    r"env(?:ironment)? (?:variables|vars)",
+    r"\.env(?: file)?",
+    r"credit card(?: numbers?)?",
+    r"card numbers?",
+    "cvv",
+    "ssn",
+    r"social security numbers?",
+    r"one[- ]time (?:codes?|passwords?)",
+    "otp",
+    r"2fa codes?",
+    r"verification codes?",
+    r"seed phrases?",
+    r"recovery phrases?",
 )
-_SECRET_WORDS = ("key", "pass", "credential", "token", "cookie", "secret", "env", "card", "cvv",
-                 "ssn", "social security", "one-time", "one time", "otp", "2fa", "code",
-                 "phrase")
+_SECRET_WORDS = (
+    "key",
+    "pass",
+    "credential",
+    "token",
+    "cookie",
+    "secret",
+    "env",
+    "card",
+    "cvv",
+    "ssn",
+    "social security",
+    "one-time",
+    "one time",
+    "otp",
+    "2fa",
+    "code",
+    "phrase",
+)
 # Not "include", "paste" or "provide": "Include your API key in the header" is coding help.
 _GIVE = _words(
-    "send", "give", "tell", "share", "reveal", "show", "print", "e-?mail", "post", "leak",
-    "list", "output", "dump", "forward", "read out", "display", "expose", "disclose",
+    "send",
+    "give",
+    "tell",
+    "share",
+    "reveal",
+    "show",
+    "print",
+    "e-?mail",
+    "post",
+    "leak",
+    "list",
+    "output",
+    "dump",
+    "forward",
+    "read out",
+    "display",
+    "expose",
+    "disclose",
 )
 # "Give me the password reset link", "send the API key in the header": about, not the secret.
 _NOT_ABOUT = (
@@ -267,17 +462,68 @@ _NOT_ABOUT = (
     r"tutorial|statement|bill|in|into|as|via|using|header|expir\w*)\b)"
 )
 _SECRET_FILLER = _words(
-    "me", "us", "them", "the", "your", "all", "any", "every", "of", r"users?'?s?", "their",
-    "stored", "saved", "admin", "root", "current", "full", "complete", "entire", "real",
-    "actual", "account", "master", "database", "db", "openai", "aws", "github", "stripe",
-    "service", "server", "system", "api",
+    "me",
+    "us",
+    "them",
+    "the",
+    "your",
+    "all",
+    "any",
+    "every",
+    "of",
+    r"users?'?s?",
+    "their",
+    "stored",
+    "saved",
+    "admin",
+    "root",
+    "current",
+    "full",
+    "complete",
+    "entire",
+    "real",
+    "actual",
+    "account",
+    "master",
+    "database",
+    "db",
+    "openai",
+    "aws",
+    "github",
+    "stripe",
+    "service",
+    "server",
+    "system",
+    "api",
 )
 _URL = r"(?:https?://|ftp://|www\.|webhooks?\b|[\w.+-]+@[\w-]+\.[a-z]{2,})"
 _URL_WORDS = ("http", "ftp", "www.", "webhook", "@")
 _SEND = _words(
-    "send", "post", "upload", "forward", "exfiltrate", "transmit", "submit", "e-?mail", "leak",
-    "report", "append", "attach", "pipe", "push", "sync", "dump", "export", "encode", "include",
-    "embed", "make a (?:get |post |http )?request", "fetch", "curl", "wget", "ping",
+    "send",
+    "post",
+    "upload",
+    "forward",
+    "exfiltrate",
+    "transmit",
+    "submit",
+    "e-?mail",
+    "leak",
+    "report",
+    "append",
+    "attach",
+    "pipe",
+    "push",
+    "sync",
+    "dump",
+    "export",
+    "encode",
+    "include",
+    "embed",
+    "make a (?:get |post |http )?request",
+    "fetch",
+    "curl",
+    "wget",
+    "ping",
 )
 # What only an injected instruction would ship out; not "messages" or "transcripts" alone
 # ("Ana will email her transcripts to the registrar@uni.edu").
@@ -293,42 +539,81 @@ _CONVERSATION = _words(
     r"phone numbers?)",
     r"all (?:of )?(?:the |your |my )?(?:messages|memories|data|history|conversations?|chats)",
     r"(?:personal|private|sensitive|customer|account) (?:data|info|information|details)",
-    "credentials", r"api keys?", r"secret keys?", r"access tokens?", "passwords",
-    r"session cookies?", "secrets", "pii",
+    "credentials",
+    r"api keys?",
+    r"secret keys?",
+    r"access tokens?",
+    "passwords",
+    r"session cookies?",
+    "secrets",
+    "pii",
 )
-_REVEAL_FILLER = _words("me", "us", "back", "out", "all", "the", "your", "full", "entire",
-                        "complete", "exact", "verbatim", "whole", "original", "current", "of")
-_PROMPT_ADJECTIVE = _words("full", "entire", "complete", "exact", "original", "initial", "current",
-                           "hidden", "secret")
+_REVEAL_FILLER = _words(
+    "me",
+    "us",
+    "back",
+    "out",
+    "all",
+    "the",
+    "your",
+    "full",
+    "entire",
+    "complete",
+    "exact",
+    "verbatim",
+    "whole",
+    "original",
+    "current",
+    "of",
+)
+_PROMPT_ADJECTIVE = _words(
+    "full", "entire", "complete", "exact", "original", "initial", "current", "hidden", "secret"
+)
 _EXFILTRATION: list[Rule] = [
-    (("prompt", "instruction", "message"),
-     rf"\b{_REVEAL}{_S}{_fillers(_REVEAL_FILLER, 4)}{_SECRET_PROMPT}\b"),
-    (("your",),
-     rf"\b{_REVEAL}{_S}{_fillers(_words('me', 'us', 'back', 'out', 'all', 'of', 'the'), 3)}"
-     rf"your{_S}{_fillers(_PROMPT_ADJECTIVE, 2)}"
-     r"(?:prompts?|instructions?|rules|guidelines|configuration|directives)\b"
-     r"(?! (?:for|on|about|to|regarding)\b)"),
-    (("above", "before this", "so far", "verbatim", "starting with"),
-     rf"\b(?:print|output|repeat|show|display|dump|copy|echo|reveal|return|write){_S}"
-     rf"(?:(?:all|everything|the|full|entire|complete|text|words|content|messages?|"
-     rf"conversation|context|prompt|instructions){_S}){{1,3}}"
-     r"(?:above|before this|so far|verbatim|starting with)\b"),
+    (
+        ("prompt", "instruction", "message"),
+        rf"\b{_REVEAL}{_S}{_fillers(_REVEAL_FILLER, 4)}{_SECRET_PROMPT}\b",
+    ),
+    (
+        ("your",),
+        rf"\b{_REVEAL}{_S}{_fillers(_words('me', 'us', 'back', 'out', 'all', 'of', 'the'), 3)}"
+        rf"your{_S}{_fillers(_PROMPT_ADJECTIVE, 2)}"
+        r"(?:prompts?|instructions?|rules|guidelines|configuration|directives)\b"
+        r"(?! (?:for|on|about|to|regarding)\b)",
+    ),
+    (
+        ("above", "before this", "so far", "verbatim", "starting with"),
+        rf"\b(?:print|output|repeat|show|display|dump|copy|echo|reveal|return|write){_S}"
+        rf"(?:(?:all|everything|the|full|entire|complete|text|words|content|messages?|"
+        rf"conversation|context|prompt|instructions){_S}){{1,3}}"
+        r"(?:above|before this|so far|verbatim|starting with)\b",
+    ),
     # secrets, asked for with an imperative or for "me"/"us"
-    (_SECRET_WORDS,
-     rf"{_START}(?:please )?{_GIVE}{_S}{_fillers(_SECRET_FILLER, 4)}{_SECRET}\b{_NOT_ABOUT}"),
-    (_SECRET_WORDS,
-     rf"\b(?:you (?:must|should|will|shall|need to|have to|are to)|please|and then|then)"
-     rf" {_GIVE}{_S}{_fillers(_SECRET_FILLER, 4)}{_SECRET}\b{_NOT_ABOUT}"),
-    (_SECRET_WORDS,
-     rf"\b{_GIVE} (?:me|us){_S}{_fillers(_SECRET_FILLER, 3)}{_SECRET}\b{_NOT_ABOUT}"),
-    (_SECRET_WORDS,
-     rf"\bwhat (?:is|are) your{_S}{_fillers(_SECRET_FILLER, 2)}{_SECRET}\b{_NOT_ABOUT}"),
+    (
+        _SECRET_WORDS,
+        rf"{_START}(?:please )?{_GIVE}{_S}{_fillers(_SECRET_FILLER, 4)}{_SECRET}\b{_NOT_ABOUT}",
+    ),
+    (
+        _SECRET_WORDS,
+        rf"\b(?:you (?:must|should|will|shall|need to|have to|are to)|please|and then|then)"
+        rf" {_GIVE}{_S}{_fillers(_SECRET_FILLER, 4)}{_SECRET}\b{_NOT_ABOUT}",
+    ),
+    (
+        _SECRET_WORDS,
+        rf"\b{_GIVE} (?:me|us){_S}{_fillers(_SECRET_FILLER, 3)}{_SECRET}\b{_NOT_ABOUT}",
+    ),
+    (
+        _SECRET_WORDS,
+        rf"\bwhat (?:is|are) your{_S}{_fillers(_SECRET_FILLER, 2)}{_SECRET}\b{_NOT_ABOUT}",
+    ),
     # the conversation (or, in an order, anything) to a URL or a mailbox
     (_URL_WORDS, rf"\b{_SEND}\b[\s\S]{{0,60}}?\b{_CONVERSATION}\b[\s\S]{{0,60}}?{_URL}"),
-    (_URL_WORDS,
-     rf"{_START}(?:please )?{_SEND}{_S}(?:it|this|that|everything|all|the (?:above|results?|"
-     r"output|answer|response|data|info|information)|(?:a |the )?summary)\b"
-     rf"[\s\S]{{0,60}}?{_URL}"),
+    (
+        _URL_WORDS,
+        rf"{_START}(?:please )?{_SEND}{_S}(?:it|this|that|everything|all|the (?:above|results?|"
+        r"output|answer|response|data|info|information)|(?:a |the )?summary)\b"
+        rf"[\s\S]{{0,60}}?{_URL}",
+    ),
     # a markdown or HTML image whose URL carries a query: rendering the answer calls home
     # (runs are bounded, and a URL starts only after a scheme or a boundary, so that
     # "![![![…" or "////…" cannot make a search quadratic)
@@ -342,47 +627,78 @@ _URL_TOKEN = re.compile(r"//[^\s)\"'>]+")
 _PLACEHOLDER = re.compile(r"[?&][\w.%-]*=(?:\{|\[|<|\$\{|\$\(|%7b|%5b|%3c)")
 
 _DELIMITER: list[Rule] = [
-    (("<|",),
-     r"<\|(?!(?:im_start|system|user|assistant|developer|start_header_id|begin_of_text)\|>)"
-     r"[a-z_]{2,30}\|>"),
-    (("[/inst]", "<<", "<end_of_turn>", "<eos>", "endoftext"),
-     r"\[/inst\]|<<\s*/\s*sys\s*>>|<end_of_turn>|<eos>|<\|?endoftext\|?>"),
-    (("</",),
-     r"</ ?(?:system|system_prompt|instructions?|context|memories|memory|user_memories|"
-     r"long_term_memory|history|chat_history|prompt|assistant|user|developer|tool|tool_call|"
-     r"function_call|conversation|document|documents|rules|policy|data|input|untrusted)\s*>"),
-    (("<",),
-     r"<(?:instructions?|context|memories|memory|user_memories|prompt|user|tool|tool_call|"
-     r"function_call|conversation|rules|policy)\s*>"),
-    (("end of", "begin", "start of"),
-     r"(?:^|[\[(<#=*_|\"'>~-] ?)(?:end|begin|beginning|start) of (?:the )?(?:system prompt|"
-     r"system message|context|memories|memory|instructions|user input|user data|document|"
-     r"data|conversation|transcript|prompt|untrusted (?:content|input|data))\b"),
-    (("===", "---", "***", "___", "~~~"),
-     r"^ ?(?:={3,}|\*{3,}|_{3,}|~{3,}|-{3,}) ?(?:system|assistant|developer|user|end|begin|new|"
-     r"instructions?|memories|context)\b"),
+    (
+        ("<|",),
+        r"<\|(?!(?:im_start|system|user|assistant|developer|start_header_id|begin_of_text)\|>)"
+        r"[a-z_]{2,30}\|>",
+    ),
+    (
+        ("[/inst]", "<<", "<end_of_turn>", "<eos>", "endoftext"),
+        r"\[/inst\]|<<\s*/\s*sys\s*>>|<end_of_turn>|<eos>|<\|?endoftext\|?>",
+    ),
+    (
+        ("</",),
+        r"</ ?(?:system|system_prompt|instructions?|context|memories|memory|user_memories|"
+        r"long_term_memory|history|chat_history|prompt|assistant|user|developer|tool|tool_call|"
+        r"function_call|conversation|document|documents|rules|policy|data|input|untrusted)\s*>",
+    ),
+    (
+        ("<",),
+        r"<(?:instructions?|context|memories|memory|user_memories|prompt|user|tool|tool_call|"
+        r"function_call|conversation|rules|policy)\s*>",
+    ),
+    (
+        ("end of", "begin", "start of"),
+        r"(?:^|[\[(<#=*_|\"'>~-] ?)(?:end|begin|beginning|start) of (?:the )?(?:system prompt|"
+        r"system message|context|memories|memory|instructions|user input|user data|document|"
+        r"data|conversation|transcript|prompt|untrusted (?:content|input|data))\b",
+    ),
+    (
+        ("===", "---", "***", "___", "~~~"),
+        r"^ ?(?:={3,}|\*{3,}|_{3,}|~{3,}|-{3,}) ?(?:system|assistant|developer|user|end|begin|new|"
+        r"instructions?|memories|context)\b",
+    ),
 ]
 
 # -- markup patterns (on the raw text) ----------------------------------------------------
 
 _MARKUP: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("<!--", "-->"), re.compile(r"<!--|-->"), "html comment"),
-    (("<",),
-     re.compile(r"<(?:script|iframe|object|embed|style|svg|img|link|meta|form|input|template|"
-                r"noscript)\b", re.I), "html tag"),
-    ((":",),
-     re.compile(r"\b(?:javascript|vbscript)\s*:|\bdata:[\w/+.-]+;base64,", re.I),
-     "script url"),
-    (("<",),
-     re.compile(r"<[a-z][\w-]*\s[^<>]*?(?:\bon(?:error|load|click|mouseover|focus)\s*=|"
-                r"\bhidden\b|\baria-hidden)[^<>]*>", re.I), "html attribute"),
+    (
+        ("<",),
+        re.compile(
+            r"<(?:script|iframe|object|embed|style|svg|img|link|meta|form|input|template|"
+            r"noscript)\b",
+            re.I,
+        ),
+        "html tag",
+    ),
+    (
+        (":",),
+        re.compile(r"\b(?:javascript|vbscript)\s*:|\bdata:[\w/+.-]+;base64,", re.I),
+        "script url",
+    ),
+    (
+        ("<",),
+        re.compile(
+            r"<[a-z][\w-]*\s[^<>]*?(?:\bon(?:error|load|click|mouseover|focus)\s*=|"
+            r"\bhidden\b|\baria-hidden)[^<>]*>",
+            re.I,
+        ),
+        "html attribute",
+    ),
     # inline styles only: a stylesheet needs <style>, and "{ display: none }" is everyday CSS
-    (("=",),
-     re.compile(r"style\s*=[^{}<>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|"
-                r"font-size\s*:\s*0(?![.\d])|opacity\s*:\s*0(?![.\d])|"
-                r"color\s*:\s*(?:transparent|white|#fff(?:fff)?\b)|"
-                r"(?:width|height)\s*:\s*0(?![.\d])|(?:left|top|text-indent)\s*:\s*-\d{3,})",
-                re.I), "css-hidden text"),
+    (
+        ("=",),
+        re.compile(
+            r"style\s*=[^{}<>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|"
+            r"font-size\s*:\s*0(?![.\d])|opacity\s*:\s*0(?![.\d])|"
+            r"color\s*:\s*(?:transparent|white|#fff(?:fff)?\b)|"
+            r"(?:width|height)\s*:\s*0(?![.\d])|(?:left|top|text-indent)\s*:\s*-\d{3,})",
+            re.I,
+        ),
+        "css-hidden text",
+    ),
 ]
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ALWAYS_HIDDEN = re.compile(
@@ -495,8 +811,11 @@ def _hidden_markup(text: str) -> str | None:
 
 def _looks_encoded(run: str) -> bool:
     # Encoded bytes mix cases and digits; hex digests (one case) and slugs do not.
-    if not (any(c.isupper() for c in run) and any(c.islower() for c in run)
-            and any(c.isdigit() for c in run)):
+    if not (
+        any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+    ):
         return False
     # A file path ("/home/ana/Documents/Thesis2024/...") is short segments between slashes;
     # base64 has a slash every 64 characters on average.

@@ -54,8 +54,13 @@ class MemoriesPublic(BaseModel):
 
 
 def list_memories(
-    *, session: Session, user: User, types: Sequence[FactType] = (),
-    include_superseded: bool = False, quarantined: bool | None = None, limit: int = 100,
+    *,
+    session: Session,
+    user: User,
+    types: Sequence[FactType] = (),
+    include_superseded: bool = False,
+    quarantined: bool | None = None,
+    limit: int = 100,
     offset: int = 0,
 ) -> MemoriesPublic:
     """`quarantined`: True lists only facts the injection guard holds back, False only the
@@ -76,8 +81,14 @@ def list_memories(
 
 
 def search_memories(
-    *, runtime: Runtime, session: Session, user: User, query: str, k: int = 10,
-    types: Sequence[FactType] = (), min_score: float | None = None,
+    *,
+    runtime: Runtime,
+    session: Session,
+    user: User,
+    query: str,
+    k: int = 10,
+    types: Sequence[FactType] = (),
+    min_score: float | None = None,
 ) -> MemoriesPublic:
     """Vector search in the user's own collection; rows come from SQL, so a fact deleted or
     superseded a moment ago is never returned even if its point lingers."""
@@ -93,7 +104,9 @@ def search_memories(
         select(Fact).where(col(Fact.id).in_(list(scores)), col(Fact.valid_to).is_(None))
     ).all()
     ranked = sorted(rows, key=lambda r: scores[r.id], reverse=True)[:k]
-    return MemoriesPublic(data=[MemoryPublic.of(r, scores[r.id]) for r in ranked], count=len(ranked))
+    return MemoriesPublic(
+        data=[MemoryPublic.of(r, scores[r.id]) for r in ranked], count=len(ranked)
+    )
 
 
 def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:
@@ -133,10 +146,13 @@ def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, 
 def export_user(*, session: Session, user: User) -> dict[str, Any]:
     """Everything stored about a user, as JSON-ready data (for portability requests)."""
     sessions = session.exec(
-        select(ChatSession).where(ChatSession.user_id == user.id).order_by(col(ChatSession.created_at))
+        select(ChatSession)
+        .where(ChatSession.user_id == user.id)
+        .order_by(col(ChatSession.created_at))
     ).all()
     messages = session.exec(
-        select(Message).where(Message.user_id == user.id)
+        select(Message)
+        .where(Message.user_id == user.id)
         .order_by(col(Message.session_id), col(Message.seq))
     ).all()
     facts = session.exec(
@@ -147,14 +163,25 @@ def export_user(*, session: Session, user: User) -> dict[str, Any]:
         "user_id": user.external_id,
         "exported_at": dt.datetime.now(dt.UTC).isoformat(),
         "sessions": [
-            {"session_id": s.external_id, "created_at": s.created_at.isoformat(),
-             "parent_session_id": s.parent_session_id}
+            {
+                "session_id": s.external_id,
+                "created_at": s.created_at.isoformat(),
+                "parent_session_id": s.parent_session_id,
+            }
             for s in sessions
         ],
         "messages": [
-            {"id": m.id, "session_id": ext.get(m.session_id), "seq": m.seq, "role": m.role,
-             "speaker": m.speaker, "content": m.content, "created_at": m.created_at.isoformat(),
-             "external_id": m.external_id, "extraction_status": m.extraction_status}
+            {
+                "id": m.id,
+                "session_id": ext.get(m.session_id),
+                "seq": m.seq,
+                "role": m.role,
+                "speaker": m.speaker,
+                "content": m.content,
+                "created_at": m.created_at.isoformat(),
+                "external_id": m.external_id,
+                "extraction_status": m.extraction_status,
+            }
             for m in messages
         ],
         "memories": [MemoryPublic.of(f).model_dump(mode="json") for f in facts],

@@ -82,15 +82,17 @@ def write_facts(
     batch: list[tuple[Fact, np.ndarray]] = []
 
     for fact, vector in zip(facts, embeddings, strict=True):
-        target = _find_duplicate(session, vectors, collection, fact, vector, batch, prov,
-                                 dedup_threshold)
+        target = _find_duplicate(
+            session, vectors, collection, fact, vector, batch, prov, dedup_threshold
+        )
         if target is not None:
             if _merge(target, fact, prov):
                 outcome.merged.append(target.id)
             else:
                 outcome.unchanged.append(target.id)
-            if target.id == fact_id(user_id=prov.user_id, message_id=prov.message_ids[0],
-                                    fact=fact):
+            if target.id == fact_id(
+                user_id=prov.user_id, message_id=prov.message_ids[0], fact=fact
+            ):
                 to_upsert[target.id] = vector  # ours: make sure the vector store has it
             session.add(target)
             continue
@@ -140,8 +142,11 @@ def write_facts(
         rows = session.exec(select(Fact).where(col(Fact.id).in_(list(to_upsert)))).all()
         vectors.upsert(
             collection,
-            [VectorPoint(id=r.id, vector=to_upsert[r.id], payload=point_payload(r))
-             for r in rows if r.valid_to is None],
+            [
+                VectorPoint(id=r.id, vector=to_upsert[r.id], payload=point_payload(r))
+                for r in rows
+                if r.valid_to is None
+            ],
         )
     return outcome
 
@@ -159,7 +164,8 @@ def _find_duplicate(
     digest = content_hash(fact.content)
     exact = session.exec(
         select(Fact).where(
-            Fact.user_id == prov.user_id, Fact.content_hash == digest,
+            Fact.user_id == prov.user_id,
+            Fact.content_hash == digest,
             col(Fact.valid_to).is_(None),
         )
     ).first()
@@ -173,8 +179,12 @@ def _find_duplicate(
     best: tuple[float, Fact | None] = (threshold, None)
     for row, other in batch:
         score = float(np.dot(vector, other))
-        if (row.type == fact.type and score >= best[0] and row.quarantine_reason is None
-                and may_be_paraphrases(row.content, fact.content)):
+        if (
+            row.type == fact.type
+            and score >= best[0]
+            and row.quarantine_reason is None
+            and may_be_paraphrases(row.content, fact.content)
+        ):
             best = (score, row)
     if best[1] is not None:
         return best[1]
@@ -197,9 +207,7 @@ def _active_in_slot(session: Session, user_id: str, slot: str | None) -> Fact | 
     if not slot:
         return None
     return session.exec(
-        select(Fact).where(
-            Fact.user_id == user_id, Fact.slot == slot, col(Fact.valid_to).is_(None)
-        )
+        select(Fact).where(Fact.user_id == user_id, Fact.slot == slot, col(Fact.valid_to).is_(None))
     ).first()
 
 
@@ -230,7 +238,8 @@ def _merge(target: Fact, fact: TypedFact, prov: Provenance) -> bool:
 def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
     valid_from = (
         dt.datetime.combine(fact.valid_from, dt.time(), tzinfo=dt.UTC)
-        if fact.valid_from else prov.seen_at
+        if fact.valid_from
+        else prov.seen_at
     )
     return Fact(
         id=fact_id(user_id=prov.user_id, message_id=prov.message_ids[0], fact=fact),
@@ -256,11 +265,22 @@ def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
     )
 
 
-def provenance_for(run: ExtractionRun, *, seen_at: dt.datetime, extractor: str,
-                   extractor_version: str, model: str | None) -> Provenance:
+def provenance_for(
+    run: ExtractionRun,
+    *,
+    seen_at: dt.datetime,
+    extractor: str,
+    extractor_version: str,
+    model: str | None,
+) -> Provenance:
     ids = (run.message_id,) + ((run.reply_message_id,) if run.reply_message_id else ())
     return Provenance(
-        tenant_id=run.tenant_id, user_id=run.user_id, session_id=run.session_id,
-        message_ids=ids, seen_at=seen_at, extractor=extractor,
-        extractor_version=extractor_version, model=model,
+        tenant_id=run.tenant_id,
+        user_id=run.user_id,
+        session_id=run.session_id,
+        message_ids=ids,
+        seen_at=seen_at,
+        extractor=extractor,
+        extractor_version=extractor_version,
+        model=model,
     )

@@ -68,8 +68,12 @@ def test_without_a_valid_key_every_route_answers_401(
     client: TestClient, headers: dict[str, str], says: str
 ) -> None:
     del client.headers["Authorization"]
-    for method, path in (("GET", MEMORIES), ("POST", "/v1/sessions/s1/turns"),
-                         ("GET", "/v1/jobs/x"), ("POST", "/v1/admin/tenants")):
+    for method, path in (
+        ("GET", MEMORIES),
+        ("POST", "/v1/sessions/s1/turns"),
+        ("GET", "/v1/jobs/x"),
+        ("POST", "/v1/admin/tenants"),
+    ):
         response = client.request(method, path, headers=headers, json={"name": "x"})
         error = error_of(response, 401)
         assert error["code"] == "unauthorized" and says in error["message"], (path, error)
@@ -84,8 +88,11 @@ def test_health_probes_need_no_key(client: TestClient) -> None:
 
 def test_x_api_key_header_and_lowercase_bearer_work(client: TestClient) -> None:
     del client.headers["Authorization"]
-    accepted = client.post("/v1/sessions/s1/turns", json=f.turn("ana", "I live in Oslo."),
-                           headers={"X-API-Key": APP_KEY})
+    accepted = client.post(
+        "/v1/sessions/s1/turns",
+        json=f.turn("ana", "I live in Oslo."),
+        headers={"X-API-Key": APP_KEY},
+    )
     assert accepted.status_code == 202, accepted.text
     assert client.get(MEMORIES, headers={"X-API-Key": APP_KEY}).status_code == 200
     assert client.get(MEMORIES, headers={"authorization": f"bearer {APP_KEY}"}).status_code == 200
@@ -96,8 +103,11 @@ def test_revoked_key_is_refused(client: TestClient, runtime: Runtime) -> None:
     del client.headers["Authorization"]  # (it would win over X-API-Key)
     assert client.get("/v1/users/nobody/memories", headers=bearer(key)).status_code == 404
     with Session(runtime.engine) as s:
-        s.execute(update(ApiKey).where(col(ApiKey.key_hash) == hashlib.sha256(key.encode())
-                                       .hexdigest()).values(revoked_at=utcnow()))
+        s.execute(
+            update(ApiKey)
+            .where(col(ApiKey.key_hash) == hashlib.sha256(key.encode()).hexdigest())
+            .values(revoked_at=utcnow())
+        )
         s.commit()
     for headers in (bearer(key), {"X-API-Key": key}):
         response = client.get("/v1/users/nobody/memories", headers=headers)
@@ -114,9 +124,12 @@ def test_admin_key_on_user_routes_is_403_with_a_way_out(
     client: TestClient, runtime: Runtime
 ) -> None:
     for method, path, body in (
-        ("GET", MEMORIES, None), ("POST", "/v1/sessions/s1/turns", f.turn("ana", "I like tea.")),
-        ("POST", "/v1/import", {"messages": []}), ("POST", f"{MEMORIES}/search", {"query": "x"}),
-        ("DELETE", "/v1/users/ana", None), ("GET", "/v1/users/ana/export", None),
+        ("GET", MEMORIES, None),
+        ("POST", "/v1/sessions/s1/turns", f.turn("ana", "I like tea.")),
+        ("POST", "/v1/import", {"messages": []}),
+        ("POST", f"{MEMORIES}/search", {"query": "x"}),
+        ("DELETE", "/v1/users/ana", None),
+        ("GET", "/v1/users/ana/export", None),
     ):
         error = error_of(client.request(method, path, json=body, headers=ADMIN), 403)
         assert error["code"] == "forbidden", (path, error)
@@ -126,8 +139,11 @@ def test_admin_key_on_user_routes_is_403_with_a_way_out(
 
 
 def test_app_key_on_admin_routes_is_403(client: TestClient, runtime: Runtime) -> None:
-    for method, path in (("POST", "/v1/admin/tenants"), ("GET", "/v1/admin/tenants"),
-                         ("POST", "/v1/admin/tenants/any/keys")):
+    for method, path in (
+        ("POST", "/v1/admin/tenants"),
+        ("GET", "/v1/admin/tenants"),
+        ("POST", "/v1/admin/tenants/any/keys"),
+    ):
         error = error_of(client.request(method, path, json={"name": "evil"}), 403)
         assert error["code"] == "forbidden" and "admin key" in error["message"], (path, error)
         assert error["details"] == {"scope": "app"}
@@ -138,16 +154,18 @@ def test_app_key_on_admin_routes_is_403(client: TestClient, runtime: Runtime) ->
 
 def test_admin_creates_tenants_and_keys(client: TestClient) -> None:
     tenant_id, first = new_tenant(client, "acme")
-    response = client.post(f"/v1/admin/tenants/{tenant_id}/keys", json={"name": "mobile"},
-                           headers=ADMIN)
+    response = client.post(
+        f"/v1/admin/tenants/{tenant_id}/keys", json={"name": "mobile"}, headers=ADMIN
+    )
     assert response.status_code == 201, response.text
     second = response.json()
     assert second["tenant_id"] == tenant_id and second["scope"] == "app"
     assert second["key"] != first
 
     # both keys reach the same tenant's users
-    accepted = client.post("/v1/sessions/m1/turns", json=f.turn("zoe", "I live in Rome."),
-                           headers=bearer(first))
+    accepted = client.post(
+        "/v1/sessions/m1/turns", json=f.turn("zoe", "I live in Rome."), headers=bearer(first)
+    )
     assert accepted.status_code == 202, accepted.text
     assert client.get("/v1/users/zoe/memories", headers=bearer(second["key"])).status_code == 200
     # and not the dev tenant's
@@ -155,18 +173,25 @@ def test_admin_creates_tenants_and_keys(client: TestClient) -> None:
 
     names = [t["name"] for t in client.get("/v1/admin/tenants", headers=ADMIN).json()]
     assert names == ["acme", "default"]
-    assert error_of(client.post("/v1/admin/tenants", json={"name": "acme"}, headers=ADMIN),
-                    409)["code"] == "conflict"
-    assert error_of(client.post("/v1/admin/tenants/nope/keys", json={}, headers=ADMIN),
-                    404)["code"] == "not_found"
+    assert (
+        error_of(client.post("/v1/admin/tenants", json={"name": "acme"}, headers=ADMIN), 409)[
+            "code"
+        ]
+        == "conflict"
+    )
+    assert (
+        error_of(client.post("/v1/admin/tenants/nope/keys", json={}, headers=ADMIN), 404)["code"]
+        == "not_found"
+    )
 
 
 def test_admin_key_reads_any_tenants_job(client: TestClient) -> None:
     _, key = new_tenant(client, "acme")
     jobs = []
     for headers in (bearer(APP_KEY), bearer(key)):
-        response = client.post("/v1/sessions/s1/turns", json=f.turn("ana", "I live in Oslo."),
-                               headers=headers)
+        response = client.post(
+            "/v1/sessions/s1/turns", json=f.turn("ana", "I live in Oslo."), headers=headers
+        )
         jobs.append(response.json()["job_id"])
     for job_id in jobs:
         assert wait_job(client, job_id, headers=ADMIN)["id"] == job_id
@@ -176,8 +201,9 @@ def test_admin_key_reads_any_tenants_job(client: TestClient) -> None:
 
 def test_keys_are_stored_hashed(client: TestClient, runtime: Runtime) -> None:
     tenant_id, first = new_tenant(client, "acme")
-    second = client.post(f"/v1/admin/tenants/{tenant_id}/keys", json={"scope": "admin"},
-                         headers=ADMIN).json()["key"]
+    second = client.post(
+        f"/v1/admin/tenants/{tenant_id}/keys", json={"scope": "admin"}, headers=ADMIN
+    ).json()["key"]
     plaintexts = [first, second, APP_KEY]
 
     with Session(runtime.engine) as s:
@@ -209,24 +235,44 @@ def clean_env_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
     ("settings", "names"),
     [
         ({}, ["TIERMEM_SECRET_KEY", "TIERMEM_AUTH__ADMIN_KEY"]),
-        ({"secret_key": DEV_SECRET_KEY, "auth": {"admin_key": STRONG_ADMIN}},
-         ["TIERMEM_SECRET_KEY"]),
-        ({"secret_key": "short-but-not-default", "auth": {"admin_key": STRONG_ADMIN}},
-         ["TIERMEM_SECRET_KEY", "32"]),
-        ({"secret_key": STRONG_SECRET, "auth": {"admin_key": DEV_ADMIN_KEY}},
-         ["TIERMEM_AUTH__ADMIN_KEY", "non-default"]),
+        (
+            {"secret_key": DEV_SECRET_KEY, "auth": {"admin_key": STRONG_ADMIN}},
+            ["TIERMEM_SECRET_KEY"],
+        ),
+        (
+            {"secret_key": "short-but-not-default", "auth": {"admin_key": STRONG_ADMIN}},
+            ["TIERMEM_SECRET_KEY", "32"],
+        ),
+        (
+            {"secret_key": STRONG_SECRET, "auth": {"admin_key": DEV_ADMIN_KEY}},
+            ["TIERMEM_AUTH__ADMIN_KEY", "non-default"],
+        ),
         ({"secret_key": STRONG_SECRET}, ["TIERMEM_AUTH__ADMIN_KEY", "non-default"]),
-        ({"secret_key": STRONG_SECRET, "auth": {"admin_key": "too-short-admin-key"}},
-         ["TIERMEM_AUTH__ADMIN_KEY", "24"]),
-        ({"secret_key": STRONG_SECRET,
-          "auth": {"admin_key": STRONG_ADMIN, "dev_app_key": DEV_APP_KEY}},
-         ["TIERMEM_AUTH__DEV_APP_KEY", "development only"]),
+        (
+            {"secret_key": STRONG_SECRET, "auth": {"admin_key": "too-short-admin-key"}},
+            ["TIERMEM_AUTH__ADMIN_KEY", "24"],
+        ),
+        (
+            {
+                "secret_key": STRONG_SECRET,
+                "auth": {"admin_key": STRONG_ADMIN, "dev_app_key": DEV_APP_KEY},
+            },
+            ["TIERMEM_AUTH__DEV_APP_KEY", "development only"],
+        ),
     ],
-    ids=["defaults", "default-secret", "short-secret", "dev-admin-key", "no-admin-key",
-         "short-admin-key", "dev-app-key"],
+    ids=[
+        "defaults",
+        "default-secret",
+        "short-secret",
+        "dev-admin-key",
+        "no-admin-key",
+        "short-admin-key",
+        "dev-app-key",
+    ],
 )
-def test_production_refuses_unsafe_settings(clean_env: None, settings: dict[str, Any],
-                                            names: list[str]) -> None:
+def test_production_refuses_unsafe_settings(
+    clean_env: None, settings: dict[str, Any], names: list[str]
+) -> None:
     with pytest.raises(ValueError) as refused:
         Settings(_env_file=None, environment="production", **settings)  # type: ignore[call-arg]
     for name in names:
@@ -237,8 +283,12 @@ def test_production_accepts_proper_secrets_and_has_no_dev_keys(
     clean_env: None, tmp_path: Path
 ) -> None:
     settings = Settings(
-        _env_file=None, environment="production", secret_key=STRONG_SECRET,  # type: ignore[call-arg]
-        auth={"admin_key": STRONG_ADMIN}, data_dir=tmp_path, qdrant={"in_memory": True},
+        _env_file=None,
+        environment="production",
+        secret_key=STRONG_SECRET,  # type: ignore[call-arg]
+        auth={"admin_key": STRONG_ADMIN},
+        data_dir=tmp_path,
+        qdrant={"in_memory": True},
     )
     assert settings.admin_key == STRONG_ADMIN and settings.dev_app_key is None
     upgrade_to_head(settings)
@@ -256,8 +306,9 @@ def test_production_accepts_proper_secrets_and_has_no_dev_keys(
 
 
 def _tell(client: TestClient, key: str, session: str, text_: str) -> str:
-    response = client.post(f"/v1/sessions/{session}/turns", json=f.turn("ana", text_),
-                           headers=bearer(key))
+    response = client.post(
+        f"/v1/sessions/{session}/turns", json=f.turn("ana", text_), headers=bearer(key)
+    )
     assert response.status_code == 202, response.text
     job = wait_job(client, response.json()["job_id"], headers=bearer(key))
     assert job["status"] == "done" and job["facts_added"] >= 1, job
@@ -278,11 +329,16 @@ def test_tenant_b_cannot_reach_tenant_a(client: TestClient) -> None:
 
     # before B has an "ana" of its own, A's is simply not there for B
     b_is_refused()
-    for method, path in (("GET", MEMORIES), ("GET", "/v1/users/ana/export"),
-                         ("DELETE", "/v1/users/ana")):
+    for method, path in (
+        ("GET", MEMORIES),
+        ("GET", "/v1/users/ana/export"),
+        ("DELETE", "/v1/users/ana"),
+    ):
         assert client.request(method, path, headers=bearer(b)).status_code == 404
-    assert client.post(f"{MEMORIES}/search", json={"query": "jazz"},
-                       headers=bearer(b)).status_code == 404
+    assert (
+        client.post(f"{MEMORIES}/search", json={"query": "jazz"}, headers=bearer(b)).status_code
+        == 404
+    )
 
     # B's own "ana", even in a session with the same id, is a different person
     _tell(client, b, "s1", "I work as a pilot and I have a dog.")
@@ -293,8 +349,9 @@ def test_tenant_b_cannot_reach_tenant_a(client: TestClient) -> None:
     memories_b = {m["id"] for m in client.get(MEMORIES, headers=bearer(b)).json()["data"]}
     assert memories_b and not memories_a & memories_b
     for query in ("Where does Ana live?", "Berlin jazz music", memory_a["content"]):
-        hits = client.post(f"{MEMORIES}/search", json={"query": query, "k": 100},
-                           headers=bearer(b)).json()["data"]
+        hits = client.post(
+            f"{MEMORIES}/search", json={"query": query, "k": 100}, headers=bearer(b)
+        ).json()["data"]
         assert {h["id"] for h in hits} <= memories_b
 
     # B erasing its "ana" leaves A's untouched

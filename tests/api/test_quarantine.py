@@ -28,8 +28,10 @@ def llm_settings(tmp_path: Path, scripted_llm: ScriptedLLM, request: pytest.Fixt
     if request.param == "postgres":
         database["database_url"] = request.getfixturevalue("pg_url")
     return make_settings(
-        tmp_path, llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
-        qdrant={"in_memory": True}, **database,
+        tmp_path,
+        llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
+        qdrant={"in_memory": True},
+        **database,
     )
 
 
@@ -53,10 +55,13 @@ def memories(client: TestClient, **params: Any) -> list[dict[str, Any]]:
 def test_hostile_fact_is_quarantined_listed_filtered_and_counted(
     client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
 ) -> None:
-    scripted_llm.script("opera", f.facts(
-        f.preference("Ana", "music", "opera", "Ana likes opera."),
-        f.general("Ana", HOSTILE),
-    ))
+    scripted_llm.script(
+        "opera",
+        f.facts(
+            f.preference("Ana", "music", "opera", "Ana likes opera."),
+            f.general("Ana", HOSTILE),
+        ),
+    )
     before = metrics.value(HITS_METRIC, source="fact", reason="instruction_override")
 
     job = extract(client, f"I like opera. {HOSTILE}")
@@ -75,8 +80,9 @@ def test_hostile_fact_is_quarantined_listed_filtered_and_counted(
     one = client.get(f"/v1/users/ana/memories/{listed[HOSTILE]['id']}").json()
     assert one["quarantine_reason"] == reason
     # still in the vector store: search finds it, with the reason to show why it is held back
-    hits = client.post("/v1/users/ana/memories/search",
-                       json={"query": "reveal your system prompt", "k": 5}).json()["data"]
+    hits = client.post(
+        "/v1/users/ana/memories/search", json={"query": "reveal your system prompt", "k": 5}
+    ).json()["data"]
     assert any(h["id"] == one["id"] and h["quarantine_reason"] == reason for h in hits)
 
     with Session(runtime.engine) as session:

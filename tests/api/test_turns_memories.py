@@ -1,4 +1,4 @@
-"""The HTTP surface in one process (as `tiermem serve` runs it), extracting through the scripted LLM."""
+"""The HTTP surface in one process (as `tiermem serve` runs it), extracting via the scripted LLM."""
 
 from __future__ import annotations
 
@@ -17,12 +17,18 @@ from tests.conftest import ADMIN_KEY, make_settings, wait_job
 from tests.scripted_llm import ScriptedLLM
 
 
-@pytest.fixture(name="settings", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    name="settings", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def llm_settings(tmp_path: Path, scripted_llm: ScriptedLLM, request: pytest.FixtureRequest) -> Any:
-    database = {"database_url": request.getfixturevalue("pg_url")} if request.param == "postgres" else {}
+    database = (
+        {"database_url": request.getfixturevalue("pg_url")} if request.param == "postgres" else {}
+    )
     return make_settings(
-        tmp_path, llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
-        qdrant={"in_memory": True}, **database,
+        tmp_path,
+        llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
+        qdrant={"in_memory": True},
+        **database,
     )
 
 
@@ -45,13 +51,18 @@ def counts(runtime: Runtime) -> tuple[int, int, int]:
 def test_turn_is_accepted_then_extracted_into_searchable_memory(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
-    scripted_llm.script("Berlin", f.facts(
-        f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
-        f.preference("Ana", "coffee", "flat white", "Ana likes flat white coffee."),
-        f.relationship("Ana", "Maria", "sister", "Ana's sister is called Maria."),
-    ))
+    scripted_llm.script(
+        "Berlin",
+        f.facts(
+            f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
+            f.preference("Ana", "coffee", "flat white", "Ana likes flat white coffee."),
+            f.relationship("Ana", "Maria", "sister", "Ana's sister is called Maria."),
+        ),
+    )
     started = time.perf_counter()
-    accepted = post_turn(client, "s1", f.turn("ana", "I live in Berlin, love flat whites, my sister is Maria."))
+    accepted = post_turn(
+        client, "s1", f.turn("ana", "I live in Berlin, love flat whites, my sister is Maria.")
+    )
     assert time.perf_counter() - started < 2.0  # never waits on the LLM
     assert accepted["status"] == "pending" and accepted["extractor"] == "llm"
     assert len(accepted["message_ids"]) == 2
@@ -67,20 +78,26 @@ def test_turn_is_accepted_then_extracted_into_searchable_memory(
     only_identity = client.get("/v1/users/ana/memories", params={"type": "identity"}).json()
     assert [m["content"] for m in only_identity["data"]] == ["Ana lives in Berlin."]
 
-    hits = client.post("/v1/users/ana/memories/search",
-                       json={"query": "Which city does Ana live in?", "k": 2}).json()
+    hits = client.post(
+        "/v1/users/ana/memories/search", json={"query": "Which city does Ana live in?", "k": 2}
+    ).json()
     assert hits["data"][0]["content"] == "Ana lives in Berlin."
     assert 0 < hits["data"][0]["score"] <= 1
-    typed = client.post("/v1/users/ana/memories/search",
-                        json={"query": "family", "types": ["relationship"]}).json()
+    typed = client.post(
+        "/v1/users/ana/memories/search", json={"query": "family", "types": ["relationship"]}
+    ).json()
     assert [m["type"] for m in typed["data"]] == ["relationship"]
 
 
 def test_contradiction_supersedes_and_history_stays_listable(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
-    scripted_llm.script("Berlin", f.facts(f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")))
-    scripted_llm.script("Lisbon", f.facts(f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon.")))
+    scripted_llm.script(
+        "Berlin", f.facts(f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."))
+    )
+    scripted_llm.script(
+        "Lisbon", f.facts(f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."))
+    )
     wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Berlin"))["job_id"])
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I moved to Lisbon"))["job_id"])
     assert job["facts_superseded"] == 1
@@ -94,30 +111,48 @@ def test_contradiction_supersedes_and_history_stays_listable(
     assert all(h["content"] != "Ana lives in Berlin." for h in hits["data"])
 
 
-def test_repeated_fact_merges_with_provenance(client: TestClient, scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.script("tea", f.facts(f.preference("Ana", "tea", "green tea", "Ana likes green tea.")))
+def test_repeated_fact_merges_with_provenance(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(
+        "tea", f.facts(f.preference("Ana", "tea", "green tea", "Ana likes green tea."))
+    )
     first = wait_job(client, post_turn(client, "s1", f.turn("ana", "I like green tea"))["job_id"])
-    second = wait_job(client, post_turn(client, "s2", f.turn("ana", "green tea is my thing"))["job_id"])
+    second = wait_job(
+        client, post_turn(client, "s2", f.turn("ana", "green tea is my thing"))["job_id"]
+    )
     assert (first["facts_added"], second["facts_merged"]) == (1, 1)
     [memory] = client.get("/v1/users/ana/memories").json()["data"]
     assert memory["mention_count"] == 2
     assert len(memory["source_session_ids"]) == 2 and len(memory["source_message_ids"]) == 4
 
 
-def test_small_talk_is_skipped_without_an_llm_call(client: TestClient, scripted_llm: ScriptedLLM) -> None:
-    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "thanks!", "You're welcome"))["job_id"])
+def test_small_talk_is_skipped_without_an_llm_call(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    job = wait_job(
+        client, post_turn(client, "s1", f.turn("ana", "thanks!", "You're welcome"))["job_id"]
+    )
     assert job["status"] == "skipped" and job["skipped_reason"] == "small_talk"
     assert scripted_llm.chat_requests() == []
 
 
-def test_rate_limited_llm_is_retried_until_done(client: TestClient, scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.script("Oslo", f.facts(f.identity("Ana", "location", "Oslo", "Ana lives in Oslo.")))
+def test_rate_limited_llm_is_retried_until_done(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(
+        "Oslo", f.facts(f.identity("Ana", "location", "Oslo", "Ana lives in Oslo."))
+    )
     scripted_llm.misbehave("429", times=1)
-    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"], timeout=60)
+    job = wait_job(
+        client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"], timeout=60
+    )
     assert job["status"] == "done" and job["attempts"] == 2 and job["facts_added"] == 1
 
 
-def test_malformed_output_twice_fails_visibly(client: TestClient, scripted_llm: ScriptedLLM) -> None:
+def test_malformed_output_twice_fails_visibly(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
     scripted_llm.misbehave("malformed", times=2)
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I work as a pilot"))["job_id"])
     assert job["status"] == "failed"
@@ -136,14 +171,26 @@ def test_same_external_ids_are_stored_once(client: TestClient, runtime: Runtime)
     assert counts(runtime)[0] == 2
 
 
-def test_export_delete_memory_and_delete_user(client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime) -> None:
-    scripted_llm.script("Rex", f.facts(
-        f.general("Ana", "Ana has a dog named Rex."),
-        f.goal("Ana", "run a marathon", "Ana wants to run a marathon."),
-    ))
-    wait_job(client, post_turn(client, "s1", f.turn("ana", "I have a dog named Rex and want to run a marathon"))["job_id"])
+def test_export_delete_memory_and_delete_user(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
+) -> None:
+    scripted_llm.script(
+        "Rex",
+        f.facts(
+            f.general("Ana", "Ana has a dog named Rex."),
+            f.goal("Ana", "run a marathon", "Ana wants to run a marathon."),
+        ),
+    )
+    wait_job(
+        client,
+        post_turn(client, "s1", f.turn("ana", "I have a dog named Rex and want to run a marathon"))[
+            "job_id"
+        ],
+    )
     export = client.get("/v1/users/ana/export").json()
-    assert export["user_id"] == "ana" and len(export["messages"]) == 2 and len(export["memories"]) == 2
+    assert (
+        export["user_id"] == "ana" and len(export["messages"]) == 2 and len(export["memories"]) == 2
+    )
 
     dog = next(m for m in export["memories"] if "Rex" in m["content"])
     assert client.delete(f"/v1/users/ana/memories/{dog['id']}").status_code == 204
@@ -160,15 +207,35 @@ def test_export_delete_memory_and_delete_user(client: TestClient, scripted_llm: 
     assert runtime.vectors.list_collections() == []
 
 
-def test_import_batch_queues_one_job_per_user_turn(client: TestClient, scripted_llm: ScriptedLLM) -> None:
+def test_import_batch_queues_one_job_per_user_turn(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
     scripted_llm.script("violin", f.facts(f.general("Bo", "Bo plays the violin.")))
     lines = [
-        {"user_id": "bo", "session_id": "old-1", "role": "user", "speaker": "Bo",
-         "content": "I play the violin", "created_at": "2024-03-01T10:00:00Z", "external_id": "x1"},
-        {"user_id": "bo", "session_id": "old-1", "role": "assistant", "content": "Lovely.",
-         "created_at": "2024-03-01T10:00:05Z", "external_id": "x2"},
-        {"user_id": "bo", "session_id": "old-1", "role": "user", "content": "ok thanks",
-         "external_id": "x3"},
+        {
+            "user_id": "bo",
+            "session_id": "old-1",
+            "role": "user",
+            "speaker": "Bo",
+            "content": "I play the violin",
+            "created_at": "2024-03-01T10:00:00Z",
+            "external_id": "x1",
+        },
+        {
+            "user_id": "bo",
+            "session_id": "old-1",
+            "role": "assistant",
+            "content": "Lovely.",
+            "created_at": "2024-03-01T10:00:05Z",
+            "external_id": "x2",
+        },
+        {
+            "user_id": "bo",
+            "session_id": "old-1",
+            "role": "user",
+            "content": "ok thanks",
+            "external_id": "x3",
+        },
     ]
     accepted = client.post("/v1/import", json={"messages": lines})
     assert accepted.status_code == 202, accepted.text
@@ -181,8 +248,12 @@ def test_import_batch_queues_one_job_per_user_turn(client: TestClient, scripted_
     assert client.post("/v1/import", json={"messages": lines}).json()["duplicates"] == 3
 
 
-def test_admin_creates_tenant_whose_key_is_isolated(client: TestClient, scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.script("Rome", f.facts(f.identity("Ana", "location", "Rome", "Ana lives in Rome.")))
+def test_admin_creates_tenant_whose_key_is_isolated(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(
+        "Rome", f.facts(f.identity("Ana", "location", "Rome", "Ana lives in Rome."))
+    )
     job_id = post_turn(client, "s1", f.turn("ana", "I live in Rome"))["job_id"]
     wait_job(client, job_id)
     memory_id = client.get("/v1/users/ana/memories").json()["data"][0]["id"]

@@ -1,4 +1,4 @@
-"""Context assembly: never over budget, deterministic, superseded and quarantined facts never shown."""
+"""Context assembly: never over budget, deterministic, superseded and quarantined never shown."""
 
 from __future__ import annotations
 
@@ -46,15 +46,22 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runtime, s
         for i, (session_id, user_text, reply) in enumerate(TURNS):
             when = start + dt.timedelta(days=i)
             ingest_messages(
-                session=session, settings=settings, tenant_id=tenant_id, user_external_id="ana",
-                session_external_id=session_id, extractor="offline",
-                messages=[NewMessage("user", user_text, "Ana", created_at=when),
-                          NewMessage("assistant", reply, "Assistant", created_at=when)],
+                session=session,
+                settings=settings,
+                tenant_id=tenant_id,
+                user_external_id="ana",
+                session_external_id=session_id,
+                extractor="offline",
+                messages=[
+                    NewMessage("user", user_text, "Ana", created_at=when),
+                    NewMessage("assistant", reply, "Assistant", created_at=when),
+                ],
             )
         session.commit()
         # in the order the turns were said: a later move supersedes an earlier address
         run_ids = session.exec(
-            select(ExtractionRun.id).join(Message, col(Message.id) == ExtractionRun.message_id)
+            select(ExtractionRun.id)
+            .join(Message, col(Message.id) == ExtractionRun.message_id)
             .order_by(col(Message.created_at))
         ).all()
     for run_id in run_ids:
@@ -63,13 +70,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runtime, s
     runtime.close()
 
 
-def ctx(world: tuple[Runtime, str], *, query: str | None, budget: int | None,
-        session_id: str = "s-new"):  # type: ignore[no-untyped-def]
+def ctx(
+    world: tuple[Runtime, str], *, query: str | None, budget: int | None, session_id: str = "s-new"
+):  # type: ignore[no-untyped-def]
     runtime, tenant_id = world
     with Session(runtime.engine) as session:
-        return build_context(runtime=runtime, session=session, tenant_id=tenant_id,
-                             user_external_id=None, session_external_id=session_id,
-                             query=query, budget_tokens=budget)
+        return build_context(
+            runtime=runtime,
+            session=session,
+            tenant_id=tenant_id,
+            user_external_id=None,
+            session_external_id=session_id,
+            query=query,
+            budget_tokens=budget,
+        )
 
 
 @pytest.mark.parametrize("budget", [0, 1, 3, 10, 25, 60, 120, 250, 500, 1000, 4000, 100_000])
@@ -82,9 +96,13 @@ def test_never_over_budget_and_count_is_exact(world: tuple[Runtime, str], budget
         assert len(result.history) == 6  # s-new: 3 turns, verbatim
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(min_value=0, max_value=3000),
-       query=st.sampled_from(["jazz", "Where does Ana live?", "", "dog sofa", "!!! ???"]))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    budget=st.integers(min_value=0, max_value=3000),
+    query=st.sampled_from(["jazz", "Where does Ana live?", "", "dog sofa", "!!! ???"]),
+)
 def test_budget_property(world: tuple[Runtime, str], budget: int, query: str) -> None:
     result = ctx(world, query=query, budget=budget)
     assert result.token_count <= budget
@@ -108,8 +126,14 @@ def test_superseded_fact_is_never_shown(world: tuple[Runtime, str]) -> None:
 
 def test_memories_grouped_by_type_newest_first(world: tuple[Runtime, str]) -> None:
     result = ctx(world, query="Tell me about Ana", budget=4000)
-    assert set(result.memories) <= {"identity", "relationship", "preference", "goal",
-                                    "decision", "fact"}
+    assert set(result.memories) <= {
+        "identity",
+        "relationship",
+        "preference",
+        "goal",
+        "decision",
+        "fact",
+    }
     for items in result.memories.values():
         dates = [m.date for m in items]
         assert dates == sorted(dates, reverse=True)

@@ -1,14 +1,12 @@
-"""End to end across real processes: `tiermem api` → Redis → `tiermem worker` → Qdrant folder; and `tiermem serve`."""
+"""End to end across processes: api → Redis → worker → Qdrant folder; and `tiermem serve`."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +53,13 @@ class Stack:
 
     @property
     def settings(self) -> Settings:
-        return Settings(**{"data_dir": self.tmp / "data",
-                           "database_url": self.env.get("TIERMEM_DATABASE_URL")})
+        return Settings(
+            **{"data_dir": self.tmp / "data", "database_url": self.env.get("TIERMEM_DATABASE_URL")}
+        )
 
-    def start(self, *args: str, name: str, extra_env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
+    def start(
+        self, *args: str, name: str, extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         env = {**self.env, "TIERMEM_PORT": str(self.port), **(extra_env or {})}
         proc = start_process([TIERMEM, *args], env, self.tmp / f"{name}-{len(self.procs)}.log")
         self.procs.append(proc)
@@ -69,10 +69,21 @@ class Stack:
         self.start("api", name="api")
         wait_for(self._healthy, timeout=60, what="the API to answer /healthz")
 
-    def start_worker(self, *args: str, extra_env: dict[str, str] | None = None
-                     ) -> subprocess.Popen[bytes]:
-        return self.start("worker", "--queues", "extract", "--concurrency", "4",
-                          "--loglevel", "WARNING", *args, name="worker", extra_env=extra_env)
+    def start_worker(
+        self, *args: str, extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        return self.start(
+            "worker",
+            "--queues",
+            "extract",
+            "--concurrency",
+            "4",
+            "--loglevel",
+            "WARNING",
+            *args,
+            name="worker",
+            extra_env=extra_env,
+        )
 
     def _healthy(self) -> bool:
         try:
@@ -101,8 +112,10 @@ class Stack:
             raise
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
-                         for p in sorted(self.tmp.glob("*.log")))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in sorted(self.tmp.glob("*.log"))
+        )
 
     def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         if proc.poll() is None:
@@ -120,13 +133,15 @@ class Stack:
 
 @pytest.fixture(name="stack_env")
 def stack_env_fixture(tmp_path: Path, redis_url: str, scripted_llm: ScriptedLLM) -> dict[str, str]:
-    return tiermem_env({
-        "TIERMEM_DATA_DIR": str(tmp_path / "data"),
-        "TIERMEM_REDIS_URL": redis_url,
-        "TIERMEM_LLM__BASE_URL": scripted_llm.base_url,
-        "TIERMEM_LLM__TIMEOUT_S": "10",
-        "TIERMEM_LOG_LEVEL": "WARNING",
-    })
+    return tiermem_env(
+        {
+            "TIERMEM_DATA_DIR": str(tmp_path / "data"),
+            "TIERMEM_REDIS_URL": redis_url,
+            "TIERMEM_LLM__BASE_URL": scripted_llm.base_url,
+            "TIERMEM_LLM__TIMEOUT_S": "10",
+            "TIERMEM_LOG_LEVEL": "WARNING",
+        }
+    )
 
 
 @pytest.fixture(name="stack")
@@ -138,9 +153,12 @@ def stack_fixture(tmp_path: Path, stack_env: dict[str, str]) -> Iterator[Stack]:
 
 def script_distinct_facts(llm: ScriptedLLM, n: int, user: str = "ana") -> None:
     for i in range(n):
-        llm.script(f"note number {i}.", f.facts(
-            f.general("Ana", f"Ana keeps note number {i} in her notebook."),
-        ))
+        llm.script(
+            f"note number {i}.",
+            f.facts(
+                f.general("Ana", f"Ana keeps note number {i} in her notebook."),
+            ),
+        )
 
 
 def turn_text(i: int) -> str:
@@ -152,8 +170,9 @@ def qdrant_points_after_stop(stack: Stack) -> int:
     folder, once it has stopped the test may open it."""
     store = QdrantVectorStore(path=str(stack.tmp / "data" / "qdrant"))
     try:
-        return sum(store.count(c) for c in store.list_collections()
-                   if not c.endswith(MESSAGES_SUFFIX))
+        return sum(
+            store.count(c) for c in store.list_collections() if not c.endswith(MESSAGES_SUFFIX)
+        )
     finally:
         store.close()
 
@@ -162,20 +181,31 @@ def sql_counts(settings: Settings) -> tuple[int, int, dict[str, int]]:
     engine = make_engine(settings)
     try:
         with Session(engine) as s:
-            active = s.exec(select(func.count()).select_from(Fact).where(
-                col(Fact.valid_to).is_(None))).one()
-            dupes = s.exec(select(func.count()).select_from(
-                select(Fact.user_id, Fact.content_hash).where(col(Fact.valid_to).is_(None))
-                .group_by(Fact.user_id, Fact.content_hash).having(func.count() > 1).subquery()
-            )).one()
-            statuses = dict(s.exec(select(ExtractionRun.status, func.count())
-                                   .group_by(ExtractionRun.status)).all())
+            active = s.exec(
+                select(func.count()).select_from(Fact).where(col(Fact.valid_to).is_(None))
+            ).one()
+            dupes = s.exec(
+                select(func.count()).select_from(
+                    select(Fact.user_id, Fact.content_hash)
+                    .where(col(Fact.valid_to).is_(None))
+                    .group_by(Fact.user_id, Fact.content_hash)
+                    .having(func.count() > 1)
+                    .subquery()
+                )
+            ).one()
+            statuses = dict(
+                s.exec(
+                    select(ExtractionRun.status, func.count()).group_by(ExtractionRun.status)
+                ).all()
+            )
         return int(active), int(dupes), statuses
     finally:
         engine.dispose()
 
 
-@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_http_to_redis_to_worker_process_to_qdrant(
     database: str, stack: Stack, scripted_llm: ScriptedLLM, request: pytest.FixtureRequest
 ) -> None:
@@ -183,8 +213,12 @@ def test_http_to_redis_to_worker_process_to_qdrant(
         stack.env["TIERMEM_DATABASE_URL"] = request.getfixturevalue("pg_url")
     n = 12
     script_distinct_facts(scripted_llm, n)
-    scripted_llm.script("Berlin", f.facts(f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")))
-    scripted_llm.script("Lisbon", f.facts(f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon.")))
+    scripted_llm.script(
+        "Berlin", f.facts(f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."))
+    )
+    scripted_llm.script(
+        "Lisbon", f.facts(f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."))
+    )
     stack.start_api()
     worker = stack.start_worker()
 
@@ -199,8 +233,11 @@ def test_http_to_redis_to_worker_process_to_qdrant(
     listed = httpx.get(f"{stack.url}/v1/users/ana/memories", headers=HEADERS).json()
     assert listed["count"] == n + 1
     # ...but the folder is not: the API says so instead of failing obscurely.
-    search = httpx.post(f"{stack.url}/v1/users/ana/memories/search", headers=HEADERS,
-                        json={"query": "where does Ana live"})
+    search = httpx.post(
+        f"{stack.url}/v1/users/ana/memories/search",
+        headers=HEADERS,
+        json={"query": "where does Ana live"},
+    )
     assert search.status_code == 503, search.text
     assert "tiermem serve" in search.json()["error"]["message"]
 
@@ -226,8 +263,12 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     stack.start_api()
     jobs = [stack.post_turn(f"s{i % 3}", f.turn("ana", turn_text(i))) for i in range(n)]
     first = stack.start_worker(extra_env=quick_recovery)
-    wait_for(lambda: sum(stack.job(j)["status"] == "done" for j in jobs) >= 4, timeout=60,
-             interval=0.1, what="a few runs to finish")
+    wait_for(
+        lambda: sum(stack.job(j)["status"] == "done" for j in jobs) >= 4,
+        timeout=60,
+        interval=0.1,
+        what="a few runs to finish",
+    )
     stack.stop(first, signal.SIGKILL)
     statuses = [stack.job(j)["status"] for j in jobs]
     assert statuses.count("done") < n, "the kill came too late to test anything"
@@ -237,8 +278,9 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     stack.stop(second)
     active, dupes, _ = sql_counts(stack.settings)
     assert (active, dupes) == (n, 0)
-    memories = httpx.get(f"{stack.url}/v1/users/ana/memories", headers=HEADERS,
-                         params={"limit": 100}).json()["data"]
+    memories = httpx.get(
+        f"{stack.url}/v1/users/ana/memories", headers=HEADERS, params={"limit": 100}
+    ).json()["data"]
     assert all(m["mention_count"] == 1 for m in memories)  # a rerun never counts twice
     assert qdrant_points_after_stop(stack) == n
 
@@ -253,8 +295,13 @@ def test_flushed_broker_is_recovered_by_the_sweeper(
     redis.Redis.from_url(redis_url).flushdb()  # every queued message is gone
     assert all(stack.job(j)["status"] == "pending" for j in jobs)
 
-    stack.start_worker("--beat", extra_env={"TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0.5",
-                                             "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1"})
+    stack.start_worker(
+        "--beat",
+        extra_env={
+            "TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0.5",
+            "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
+        },
+    )
     stack.wait_all_done(jobs)
     assert sql_counts(stack.settings)[0] == n
 
@@ -265,15 +312,28 @@ def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) ->
     env = tiermem_env({"TIERMEM_DATA_DIR": str(tmp_path / "data"), "TIERMEM_LOG_LEVEL": "WARNING"})
     transcript = tmp_path / "old.jsonl"
     lines = [
-        {"user_id": "bo", "session_id": "2023-05-08", "role": "user", "speaker": "Bo",
-         "content": "I live in Lisbon and I work as a nurse.", "created_at": "2023-05-08T10:00:00Z",
-         "external_id": "m1"},
-        {"user_id": "bo", "session_id": "2023-05-08", "role": "assistant", "speaker": "Assistant",
-         "content": "Thanks for telling me!", "external_id": "m2"},
+        {
+            "user_id": "bo",
+            "session_id": "2023-05-08",
+            "role": "user",
+            "speaker": "Bo",
+            "content": "I live in Lisbon and I work as a nurse.",
+            "created_at": "2023-05-08T10:00:00Z",
+            "external_id": "m1",
+        },
+        {
+            "user_id": "bo",
+            "session_id": "2023-05-08",
+            "role": "assistant",
+            "speaker": "Assistant",
+            "content": "Thanks for telling me!",
+            "external_id": "m2",
+        },
     ]
     transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    imported = subprocess.run([TIERMEM, "import", str(transcript)], env=env, capture_output=True,
-                              text=True, timeout=120)
+    imported = subprocess.run(
+        [TIERMEM, "import", str(transcript)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert imported.returncode == 0, imported.stderr
     assert "1 turns queued" in imported.stderr
 
@@ -284,16 +344,27 @@ def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) ->
         wait_for(lambda: _ok(f"{url}/healthz"), timeout=90, what="tiermem serve")
         memories = wait_for(
             lambda: httpx.get(f"{url}/v1/users/bo/memories", headers=HEADERS).json()["data"],
-            timeout=30, what="the imported turn to be extracted")
+            timeout=30,
+            what="the imported turn to be extracted",
+        )
         assert {m["extractor"] for m in memories} == {"offline"}
         assert any("Lisbon" in m["content"] for m in memories)
-        hits = httpx.post(f"{url}/v1/users/bo/memories/search", headers=HEADERS,
-                          json={"query": "What is Bo's job?", "k": 1}).json()["data"]
+        hits = httpx.post(
+            f"{url}/v1/users/bo/memories/search",
+            headers=HEADERS,
+            json={"query": "What is Bo's job?", "k": 1},
+        ).json()["data"]
         assert "nurse" in hits[0]["content"]
-        job = httpx.post(f"{url}/v1/sessions/live/turns", headers=HEADERS,
-                         json=f.turn("bo", "I love jazz.", speaker="Bo")).json()["job_id"]
-        wait_for(lambda: httpx.get(f"{url}/v1/jobs/{job}", headers=HEADERS).json()["status"] == "done",
-                 timeout=30, what="a live turn")
+        job = httpx.post(
+            f"{url}/v1/sessions/live/turns",
+            headers=HEADERS,
+            json=f.turn("bo", "I love jazz.", speaker="Bo"),
+        ).json()["job_id"]
+        wait_for(
+            lambda: httpx.get(f"{url}/v1/jobs/{job}", headers=HEADERS).json()["status"] == "done",
+            timeout=30,
+            what="a live turn",
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -305,5 +376,3 @@ def _ok(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
-
-

@@ -51,17 +51,28 @@ class World:
             self.tenant_id = create_tenant(session=session, name="t").id
         self._turns = itertools.count(1)
 
-    def say(self, text: str, *items: dict[str, Any], user: str = "ana", session: str = "s1",
-            at: dt.datetime = DAY1) -> str:
+    def say(
+        self,
+        text: str,
+        *items: dict[str, Any],
+        user: str = "ana",
+        session: str = "s1",
+        at: dt.datetime = DAY1,
+    ) -> str:
         """Store one turn; returns its pending run id."""
         marker = f"[turn {next(self._turns)}]"
         self.llm.script(marker, f.facts(*items))
         with Session(self.runtime.engine, expire_on_commit=False) as s:
             result = ingest_messages(
-                session=s, settings=self.runtime.settings, tenant_id=self.tenant_id,
-                user_external_id=user, session_external_id=session,
-                messages=[NewMessage("user", f"{marker} {text}", speaker="Ana", created_at=at),
-                          NewMessage("assistant", "Noted.", created_at=at)],
+                session=s,
+                settings=self.runtime.settings,
+                tenant_id=self.tenant_id,
+                user_external_id=user,
+                session_external_id=session,
+                messages=[
+                    NewMessage("user", f"{marker} {text}", speaker="Ana", created_at=at),
+                    NewMessage("assistant", "Noted.", created_at=at),
+                ],
                 extractor="llm",
             )
             s.commit()
@@ -75,8 +86,11 @@ class World:
     def rerun(self, run_id: str, **kw: Any) -> RunOutcome:
         """What the sweeper or a replay does: the run goes back to pending and runs again."""
         with Session(self.runtime.engine) as s:
-            s.execute(update(ExtractionRun).where(col(ExtractionRun.id) == run_id)
-                      .values(status="pending"))
+            s.execute(
+                update(ExtractionRun)
+                .where(col(ExtractionRun.id) == run_id)
+                .values(status="pending")
+            )
             s.commit()
         return run_extraction(self.runtime, run_id, **kw)
 
@@ -112,8 +126,15 @@ class World:
             runs = s.exec(select(func.count()).select_from(ExtractionRun)).one()
         return {
             "facts": sorted(
-                (r.id, r.content, r.mention_count, r.valid_to, r.superseded_by,
-                 tuple(r.source_message_ids)) for r in rows
+                (
+                    r.id,
+                    r.content,
+                    r.mention_count,
+                    r.valid_to,
+                    r.superseded_by,
+                    tuple(r.source_message_ids),
+                )
+                for r in rows
             ),
             "runs": runs,
             "points": sorted(self.points(*[r.id for r in rows])),
@@ -127,9 +148,11 @@ def make_world_fixture(tmp_path: Path, scripted_llm: ScriptedLLM) -> Iterator[Ca
 
     def make(*, dedup_threshold: float = 0.9, **overrides: Any) -> World:
         settings = make_settings(
-            tmp_path, qdrant={"in_memory": True},
+            tmp_path,
+            qdrant={"in_memory": True},
             llm={"base_url": scripted_llm.base_url, "timeout_s": 10},
-            extraction={"dedup_threshold": dedup_threshold}, **overrides,
+            extraction={"dedup_threshold": dedup_threshold},
+            **overrides,
         )
         upgrade_to_head(settings)
         runtime = Runtime(settings)
@@ -150,8 +173,9 @@ def test_exact_normalized_duplicate_merges(make_world: Callable[..., World]) -> 
     assert world.cosine("Ana likes green tea.", "ana likes green tea") < 0.999
 
     first = world.tell("I like green tea", f.general("Ana", "Ana likes green tea."))
-    second = world.tell("green tea, always", f.general("Ana", "ana likes green tea"),
-                        session="s2", at=DAY2)
+    second = world.tell(
+        "green tea, always", f.general("Ana", "ana likes green tea"), session="s2", at=DAY2
+    )
 
     assert (first.added, second.added, second.merged) == (1, 0, 1)
     [fact] = world.facts()
@@ -213,8 +237,10 @@ def test_cosine_never_merges_across_types(make_world: Callable[..., World]) -> N
 def test_facts_of_one_batch_dedup_among_themselves(make_world: Callable[..., World]) -> None:
     world = make_world()
     outcome = world.tell(
-        "my dog Rex", f.general("Ana", "Ana has a dog named Rex."),
-        f.general("Ana", "Ana owns a dog called Rex."), f.general("Ana", "ana has a dog named rex"),
+        "my dog Rex",
+        f.general("Ana", "Ana has a dog named Rex."),
+        f.general("Ana", "Ana owns a dog called Rex."),
+        f.general("Ana", "ana has a dog named rex"),
     )
     assert (outcome.added, outcome.merged) == (1, 0)  # one message is counted once
     [fact] = world.facts()
@@ -227,8 +253,11 @@ def test_facts_of_one_batch_dedup_among_themselves(make_world: Callable[..., Wor
 def test_contradiction_supersedes_and_moves_the_vector(make_world: Callable[..., World]) -> None:
     world = make_world()
     world.tell("I live in Berlin", f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."))
-    second = world.tell("I moved to Lisbon",
-                        f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."), at=DAY2)
+    second = world.tell(
+        "I moved to Lisbon",
+        f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."),
+        at=DAY2,
+    )
 
     assert (second.added, second.superseded) == (1, 1)
     old, new = world.fact("Ana lives in Berlin."), world.fact("Ana lives in Lisbon.")
@@ -243,9 +272,11 @@ def test_likes_then_dislikes_the_same_thing_supersedes(make_world: Callable[...,
     world = make_world()
     world.tell("I love jazz", f.preference("Ana", "music", "jazz", "Ana likes jazz."))
     world.tell("I love blues", f.preference("Ana", "music", "blues", "Ana likes blues."))
-    flipped = world.tell("jazz bores me now",
-                         f.preference("Ana", "music", "jazz", "Ana dislikes jazz.", "dislikes"),
-                         at=DAY2)
+    flipped = world.tell(
+        "jazz bores me now",
+        f.preference("Ana", "music", "jazz", "Ana dislikes jazz.", "dislikes"),
+        at=DAY2,
+    )
 
     assert flipped.superseded == 1
     assert sorted(r.content for r in world.facts()) == ["Ana dislikes jazz.", "Ana likes blues."]
@@ -256,15 +287,20 @@ def test_likes_then_dislikes_the_same_thing_supersedes(make_world: Callable[...,
 def test_multi_valued_identity_attributes_accumulate(make_world: Callable[..., World]) -> None:
     world = make_world()
     world.tell("I speak English", f.identity("Ana", "language", "English", "Ana speaks English."))
-    second = world.tell("and Spanish",
-                        f.identity("Ana", "language", "Spanish", "Ana speaks Spanish."))
-    again = world.tell("English is my first language",
-                       f.identity("Ana", "language", "English", "Ana is a native English speaker."))
+    second = world.tell(
+        "and Spanish", f.identity("Ana", "language", "Spanish", "Ana speaks Spanish.")
+    )
+    again = world.tell(
+        "English is my first language",
+        f.identity("Ana", "language", "English", "Ana is a native English speaker."),
+    )
 
     assert (second.added, second.superseded) == (1, 0)
     assert (again.merged, again.superseded) == (1, 0)  # the same value: the same slot
     assert sorted(r.content for r in world.facts()) == [
-        "Ana speaks English.", "Ana speaks Spanish."]
+        "Ana speaks English.",
+        "Ana speaks Spanish.",
+    ]
     assert world.fact("Ana speaks English.").mention_count == 2
     assert world.point_count() == 2
 
@@ -273,11 +309,18 @@ def test_an_older_statement_processed_late_does_not_supersede_a_newer_one(
     make_world: Callable[..., World],
 ) -> None:
     world = make_world()
-    world.tell("I moved to Lisbon", f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."),
-               at=DAY2)
+    world.tell(
+        "I moved to Lisbon",
+        f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."),
+        at=DAY2,
+    )
     # an imported old transcript, said a month before
-    world.tell("I live in Berlin", f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
-               session="old", at=DAY1)
+    world.tell(
+        "I live in Berlin",
+        f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
+        session="old",
+        at=DAY1,
+    )
     assert [r.content for r in world.facts()] == ["Ana lives in Lisbon."]
     # ...but it is kept as history, already replaced by the newer value
     with Session(world.runtime.engine) as session:
@@ -291,12 +334,17 @@ def test_an_older_statement_processed_late_does_not_supersede_a_newer_one(
 
 def _history(world: World) -> list[str]:
     """Add, merge and supersede in two turns; returns both run ids."""
-    first = world.say("Berlin, and my dog Rex",
-                      f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
-                      f.general("Ana", "Ana has a dog named Rex."))
-    second = world.say("moved to Lisbon with Rex",
-                       f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."),
-                       f.general("Ana", "Ana owns a dog called Rex."), at=DAY2)
+    first = world.say(
+        "Berlin, and my dog Rex",
+        f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
+        f.general("Ana", "Ana has a dog named Rex."),
+    )
+    second = world.say(
+        "moved to Lisbon with Rex",
+        f.identity("Ana", "location", "Lisbon", "Ana lives in Lisbon."),
+        f.general("Ana", "Ana owns a dog called Rex."),
+        at=DAY2,
+    )
     assert run_extraction(world.runtime, first).added == 2
     outcome = run_extraction(world.runtime, second)
     assert (outcome.added, outcome.merged, outcome.superseded) == (1, 1, 1)
@@ -311,20 +359,24 @@ def test_rerunning_finished_runs_changes_nothing(
     runs = _history(world)
     before = world.snapshot()
     assert [r.content for r in world.facts()] == [
-        "Ana has a dog named Rex.", "Ana lives in Lisbon."]
+        "Ana has a dog named Rex.",
+        "Ana lives in Lisbon.",
+    ]
 
-    for run_id in (reversed(runs) if order == "newest_first" else runs):
+    for run_id in reversed(runs) if order == "newest_first" else runs:
         assert world.rerun(run_id).status == "done"
 
     assert world.snapshot() == before
     assert world.fact("Ana has a dog named Rex.").mention_count == 2
 
 
-def test_a_finished_run_is_not_run_again(make_world: Callable[..., World],
-                                         scripted_llm: ScriptedLLM) -> None:
+def test_a_finished_run_is_not_run_again(
+    make_world: Callable[..., World], scripted_llm: ScriptedLLM
+) -> None:
     world = make_world()
-    run_id = world.say("I live in Oslo",
-                       f.identity("Ana", "location", "Oslo", "Ana lives in Oslo."))
+    run_id = world.say(
+        "I live in Oslo", f.identity("Ana", "location", "Oslo", "Ana lives in Oslo.")
+    )
     run_extraction(world.runtime, run_id)
     calls = len(scripted_llm.chat_requests())
     assert run_extraction(world.runtime, run_id).status == "done"
@@ -345,10 +397,16 @@ def test_crash_between_sql_commit_and_vector_write_is_repaired_by_the_rerun(
     # The second died before mirroring the supersede: Berlin's point is still there,
     # Lisbon's is missing.
     world.runtime.vectors.delete(world.collection(), [lisbon.id])
-    world.runtime.vectors.upsert(world.collection(), [VectorPoint(
-        id=berlin.id, vector=world.runtime.embedder.embed([berlin.content])[0],
-        payload=point_payload(berlin),
-    )])
+    world.runtime.vectors.upsert(
+        world.collection(),
+        [
+            VectorPoint(
+                id=berlin.id,
+                vector=world.runtime.embedder.embed([berlin.content])[0],
+                payload=point_payload(berlin),
+            )
+        ],
+    )
     assert world.points(dog.id, lisbon.id, berlin.id) == [berlin.id]
 
     world.rerun(first)
@@ -380,9 +438,14 @@ def _race(world: World, run_ids: list[str], **kw: Any) -> list[RunOutcome | Base
 
 def _tea_turns(world: World) -> list[str]:
     # Different sessions and wording, the same fact each time.
-    return [world.say(f"green tea is my favourite drink, day {i}",
-                      f.preference("Ana", "tea", "green tea", TEA), session=f"s{i}")
-            for i in range(RACERS)]
+    return [
+        world.say(
+            f"green tea is my favourite drink, day {i}",
+            f.preference("Ana", "tea", "green tea", TEA),
+            session=f"s{i}",
+        )
+        for i in range(RACERS)
+    ]
 
 
 @pytest.mark.parametrize("locks", ["local", "redis"])
@@ -424,8 +487,10 @@ def _database(request: pytest.FixtureRequest, database: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_the_race_without_the_user_lock_still_stores_one_fact(
-    make_world: Callable[..., World], request: pytest.FixtureRequest,
-    monkeypatch: pytest.MonkeyPatch, database: str,
+    make_world: Callable[..., World],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    database: str,
 ) -> None:
     world = make_world(**_database(request, database))
     monkeypatch.setattr(world.runtime, "user_locks", _NoLocks())
@@ -433,17 +498,22 @@ def test_the_race_without_the_user_lock_still_stores_one_fact(
 
     outcomes = _race(world, run_ids, last_attempt=False)
 
-    assert not [o for o in outcomes if isinstance(o, BaseException)
-                and not isinstance(o, TransientError)], outcomes
+    assert not [
+        o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, TransientError)
+    ], outcomes
     with Session(world.runtime.engine) as s:
-        active = s.exec(select(func.count()).select_from(Fact).where(
-            Fact.content_hash == content_hash(TEA), col(Fact.valid_to).is_(None))).one()
+        active = s.exec(
+            select(func.count())
+            .select_from(Fact)
+            .where(Fact.content_hash == content_hash(TEA), col(Fact.valid_to).is_(None))
+        ).one()
     assert active == 1
     # A loser told to retry (TransientError) merges on its retry, as the task's autoretry does.
     for _ in range(RACERS):
         with Session(world.runtime.engine) as s:
-            pending = s.exec(select(ExtractionRun.id)
-                             .where(col(ExtractionRun.status) != "done")).all()
+            pending = s.exec(
+                select(ExtractionRun.id).where(col(ExtractionRun.status) != "done")
+            ).all()
         if not pending:
             break
         for run_id in pending:
@@ -457,7 +527,9 @@ def test_the_race_without_the_user_lock_still_stores_one_fact(
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_unique_index_refuses_a_second_active_copy_of_a_fact(
-    make_world: Callable[..., World], request: pytest.FixtureRequest, database: str,
+    make_world: Callable[..., World],
+    request: pytest.FixtureRequest,
+    database: str,
 ) -> None:
     world = make_world(**_database(request, database))
     world.tell("I like green tea", f.general("Ana", TEA))

@@ -50,28 +50,39 @@ def enqueue(request: Request, run_ids: list[str]) -> None:
     try:
         request.app.state.enqueue(run_ids)
     except Exception:
-        log.warning("enqueue failed; the outbox sweeper will resend %d runs", len(run_ids),
-                    exc_info=True)
+        log.warning(
+            "enqueue failed; the outbox sweeper will resend %d runs", len(run_ids), exc_info=True
+        )
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
 def post_turn(
-    session_id: SessionIdPath, turn: Annotated[TurnIn, Body()], request: Request,
-    runtime: RuntimeDep, session: SessionDep, tenant_id: TenantDep,
+    session_id: SessionIdPath,
+    turn: Annotated[TurnIn, Body()],
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    tenant_id: TenantDep,
 ) -> TurnAccepted:
     result = ingest_messages(
-        session=session, settings=runtime.settings, tenant_id=tenant_id,
-        user_external_id=turn.user_id, session_external_id=session_id,
-        messages=turn_messages(turn), extractor=runtime.settings.extractor_kind,
+        session=session,
+        settings=runtime.settings,
+        tenant_id=tenant_id,
+        user_external_id=turn.user_id,
+        session_external_id=session_id,
+        messages=turn_messages(turn),
+        extractor=runtime.settings.extractor_kind,
     )
     session.commit()
     enqueue(request, [r.id for r in result.runs])
     runs = result.runs or result.existing_runs
     run = runs[0] if runs else None
     return TurnAccepted(
-        session_id=session_id, user_id=turn.user_id,
+        session_id=session_id,
+        user_id=turn.user_id,
         message_ids=[m.id for m in result.messages],
-        job_id=run.id if run else None, status=run.status if run else "stored",
+        job_id=run.id if run else None,
+        status=run.status if run else "stored",
         extractor=run.extractor if run else runtime.settings.extractor_kind,
         duplicate=not result.runs and result.duplicates > 0,
     )
@@ -79,12 +90,18 @@ def post_turn(
 
 @router.post("/import", status_code=202, response_model=ImportAccepted)
 def post_import(
-    body: ImportIn, request: Request, runtime: RuntimeDep, session: SessionDep,
+    body: ImportIn,
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
     tenant_id: TenantDep,
 ) -> ImportAccepted:
     """A batch of transcript lines (≤1000): the same path as `tiermem import FILE.jsonl`."""
     summary = import_lines(
-        session=session, settings=runtime.settings, tenant_id=tenant_id, lines=body.messages,
+        session=session,
+        settings=runtime.settings,
+        tenant_id=tenant_id,
+        lines=body.messages,
     )
     enqueue(request, summary.run_ids)
     return ImportAccepted(
