@@ -54,6 +54,7 @@ from bench.variants import PATCHES_ENV
 RESULTS = RESULTS_DIR / "extraction.md"
 TARGET_TURNS_PER_S = 30.0
 FINISHED = ("done", "skipped", "failed")
+PREFORK_CHECK_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,9 @@ def _poll(engine: Engine, worker: Service, llm: Service, args: argparse.Namespac
           run: ExtractionRun) -> list[tuple[int, CpuSample]]:
     pids = {"worker": worker.pid, "llm": llm.pid, **server_pids()}
     samples: list[tuple[int, CpuSample]] = []
-    deadline = time.monotonic() + args.timeout
+    # The prefork check only has to show what happens; it would take ~15 min to finish.
+    limit = min(args.timeout, PREFORK_CHECK_S) if run.setting.pool == "prefork" else args.timeout
+    deadline = time.monotonic() + limit
     last_progress, last_finished = time.monotonic(), -1
     while True:
         worker.check_alive()
@@ -351,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="also measure every concurrency with these bench.variants "
                              "patches (repeatable; '' is the product as shipped)")
     parser.add_argument("--prefork-check", action="store_true",
-                        help="also run `--pool prefork --concurrency 2` (it cannot share the "
-                             "embedded Qdrant folder; this shows what happens)")
+                        help="also run `--pool prefork --concurrency 2` for at most "
+                             f"{PREFORK_CHECK_S:.0f} s (its processes cannot share the embedded "
+                             "Qdrant folder; this shows what happens)")
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgres")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="extra environment for import and worker (repeatable), e.g. "

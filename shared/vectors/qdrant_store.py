@@ -6,11 +6,11 @@ import logging
 import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import httpx
 import numpy as np
@@ -20,6 +20,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint
+from shared.vectors.exact_index import ExactIndex, supports_filter
 
 if TYPE_CHECKING:
     from shared.config import Settings
@@ -32,6 +33,10 @@ Mode = Literal["server", "embedded", "memory"]
 _LOCK_MESSAGE = "is already accessed by another instance"
 # Gateway-type statuses mean "the server is not there right now", not "your request is bad".
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+# Local modes mirror each searched collection in an ExactIndex (about dim × 4 bytes per
+# point, 15 MB for 10k × 384). Above this many points a collection is left to Qdrant's
+# own search rather than doubling the process's memory for it.
+_MAX_INDEXED_POINTS = 200_000
 
 
 class QdrantVectorStore:
@@ -72,6 +77,9 @@ class QdrantVectorStore:
         # name → dim of collections known to exist, so upsert needs no existence round trip.
         # Plain dict operations are atomic under the GIL; a race only costs a lookup.
         self._known: dict[str, int] = {}
+        # Local modes only: collection → in-process exact index, loaded on first search and
+        # kept in step by our own writes (this process owns the data). Guarded by _lock.
+        self._indexes: dict[str, ExactIndex] = {}
         self._closed = False
         self._client = self._open_client(api_key)
 
@@ -203,6 +211,7 @@ class QdrantVectorStore:
             )
 
     def _create(self, collection: str, dim: int) -> int:
+        self._indexes.pop(collection, None)
         config = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
         try:
             self._call(lambda: self._client.create_collection(collection, vectors_config=config))
@@ -246,13 +255,29 @@ class QdrantVectorStore:
                     raise
                 # Dropped behind our cache's back (delete-user in another process): recreate.
                 self._known.pop(collection, None)
+                self._indexes.pop(collection, None)
                 self.ensure_collection(collection, dim)
                 self._call(write)
+            self._index_written(collection, [str(s.id) for s in structs])
+
+    def _index_written(self, collection: str, ids: list[str]) -> None:
+        """Copy just-written points into the collection's index, if it has one (lock held)."""
+        index = self._indexes.get(collection)
+        if index is None:
+            return
+        # Read back what Qdrant stored (its JSON copy of the payload), so both paths agree.
+        records = self._call(
+            lambda: self._client.retrieve(collection, ids=ids, with_payload=True, with_vectors=True)
+        )
+        index.upsert(_index_rows(records))
+        if len(index) > _MAX_INDEXED_POINTS:
+            del self._indexes[collection]
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
             return
-        selector = qm.PointIdsList(points=[_canonical_id(i) for i in ids])
+        canonical = [_canonical_id(i) for i in ids]
+        selector = qm.PointIdsList(points=list(canonical))
         with self._lock:
             try:
                 self._call(
@@ -262,6 +287,11 @@ class QdrantVectorStore:
                 if not self._is_missing(exc, collection):
                     raise
                 self._known.pop(collection, None)
+                self._indexes.pop(collection, None)
+                return
+            index = self._indexes.get(collection)
+            if index is not None:
+                index.delete(canonical)
 
     def search(
         self,
@@ -275,8 +305,22 @@ class QdrantVectorStore:
         if limit <= 0:
             return []
         query = _as_floats(vector)
-        query_filter = _to_filter(payload_filter)
+        query_filter = _to_filter(payload_filter)  # validates the filter for both paths
         with self._lock:
+            index = self._index_for(collection) if supports_filter(payload_filter) else None
+            if index is not None:
+                if len(query) != index.dim:
+                    raise InvalidInput(
+                        f"query vector has {len(query)} dimensions, collection {collection} "
+                        f"holds {index.dim}",
+                        details={"collection": collection},
+                    )
+                return index.search(
+                    query,
+                    limit=limit,
+                    score_threshold=score_threshold,
+                    payload_filter=payload_filter,
+                )
             try:
                 response = self._call(
                     lambda: self._client.query_points(
@@ -298,6 +342,44 @@ class QdrantVectorStore:
             VectorHit(id=str(p.id), score=float(p.score), payload=p.payload or {})
             for p in response.points
         ]
+
+    def _index_for(self, collection: str) -> ExactIndex | None:
+        """The collection's exact index, loading it on first use (lock held).
+
+        None in server mode, for a missing collection, and above _MAX_INDEXED_POINTS.
+        """
+        if self._mode == "server":
+            return None
+        index = self._indexes.get(collection)
+        if index is not None:
+            return index
+        try:
+            dim = self._existing_dim(collection)
+            if (
+                dim is None
+                or self._call(lambda: self._client.count(collection, exact=True)).count
+                > _MAX_INDEXED_POINTS
+            ):
+                return None
+            index = ExactIndex(dim)
+            offset: Any = None
+            while True:
+                records, offset = self._call(
+                    lambda start=offset: self._client.scroll(  # type: ignore[misc]
+                        collection,
+                        limit=10_000,
+                        offset=start,
+                        with_payload=True,
+                        with_vectors=True,
+                    )
+                )
+                index.upsert(_index_rows(records))
+                if offset is None:
+                    break
+        except PermanentError:
+            return None  # not a tiermem collection: let the Qdrant path answer as before
+        self._indexes[collection] = index
+        return index
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
@@ -343,6 +425,7 @@ class QdrantVectorStore:
     def drop_collection(self, collection: str) -> None:
         with self._lock:
             self._known.pop(collection, None)
+            self._indexes.pop(collection, None)
             try:
                 self._call(lambda: self._client.delete_collection(collection))
             except (UnexpectedResponse, ValueError) as exc:
@@ -360,8 +443,17 @@ class QdrantVectorStore:
                 return
             self._closed = True
             self._known.clear()
+            self._indexes.clear()
             # Releases the embedded folder lock, so another process (or store) may open it.
             self._client.close()
+
+
+def _index_rows(
+    records: Sequence[qm.Record],
+) -> Iterator[tuple[str, Sequence[float], dict[str, Any]]]:
+    for r in records:
+        if isinstance(r.vector, list):  # one unnamed dense vector, as tiermem creates
+            yield str(r.id), cast("list[float]", r.vector), r.payload or {}
 
 
 def _canonical_id(point_id: str) -> str:
