@@ -6,6 +6,7 @@ import contextlib
 import os
 import platform
 import random
+import shlex
 import signal
 import socket
 import sqlite3
@@ -54,7 +55,7 @@ def load_average() -> str:
 
 def command_line(prog: str, argv: Sequence[str] | None) -> str:
     args = list(sys.argv[1:] if argv is None else argv)
-    return " ".join([prog, *args])
+    return " ".join([prog, shlex.join(args)]) if args else prog
 
 
 def write_results(path: Path, text: str) -> None:

@@ -63,7 +63,8 @@ class Variant:
 
     @classmethod
     def parse(cls, spec: str, *, default_workers: int) -> Variant:
-        workers, patches, env = default_workers, (), []
+        workers, env = default_workers, []
+        patches: tuple[str, ...] = ()
         for token in spec.split():
             key, sep, value = token.partition("=")
             if not sep:

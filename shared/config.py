@@ -101,7 +101,7 @@ class WorkerSettings(BaseModel):
     # Extraction is one slow LLM call then a short embedding: threads overlap the waits
     # and onnxruntime releases the GIL. See docs/decisions/0003-worker-pool.md.
     pool: Literal["threads", "prefork", "solo"] = "threads"
-    concurrency: int = 32
+    concurrency: int = 48  # > target rate x LLM latency (30/s x ~1 s); docs/benchmarks.md
     max_retries: int = 5
     retry_backoff_max_s: int = 300
     sweep_interval_s: float = 60.0

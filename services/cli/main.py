@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -98,6 +99,12 @@ def api(
         )
         raise typer.Exit(2)
     _logging(settings)
+    if settings.database.auto_migrate:
+        from shared.db.migrate import upgrade_to_head
+
+        # Once, here: N uvicorn worker processes migrating at startup would race each other.
+        upgrade_to_head(settings)
+        os.environ["TIERMEM_DATABASE__AUTO_MIGRATE"] = "false"
     uvicorn.run(
         "services.api.main:create_app",
         factory=True,

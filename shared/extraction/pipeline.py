@@ -45,7 +45,10 @@ class RunOutcome:
 def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) -> RunOutcome:
     """Raises TransientError (after recording it) when a retry may help and attempts remain."""
     started = time.perf_counter()
-    claimed = _claim(runtime, run_id)
+    try:
+        claimed = _claim(runtime, run_id)
+    except OperationalError as exc:  # database locked: the run is untouched, retry it
+        raise TransientError(f"database error while claiming the run: {exc.orig}") from exc
     if isinstance(claimed, RunOutcome):
         return claimed
     turn, run = claimed
