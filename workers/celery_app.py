@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from celery import Celery
+from typing import Any
+
+from celery import Celery, Task
 
 from shared.config import Settings, get_settings
+from shared.errors import TransientError
 from workers import queues
 
 
@@ -49,3 +52,19 @@ def make_celery(settings: Settings) -> Celery:
 
 
 app = make_celery(get_settings())
+
+# Every tiermem task retries transient errors (timeouts, 429/5xx, lock waits, a busy
+# database) with exponential backoff and jitter; anything else is recorded, not retried.
+TRANSIENT_RETRY: dict[str, Any] = {
+    "bind": True,
+    "autoretry_for": (TransientError,),
+    "retry_backoff": True,
+    "retry_backoff_max": get_settings().worker.retry_backoff_max_s,
+    "retry_jitter": True,
+    "max_retries": get_settings().worker.max_retries,
+}
+
+
+def is_last_attempt(task: Task) -> bool:
+    """True on the attempt after which a transient error becomes the run's final failure."""
+    return bool(task.request.retries >= (task.max_retries or 0))

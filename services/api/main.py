@@ -45,12 +45,11 @@ def create_app(
         with Session(rt.engine) as session:
             ensure_dev_tenant(session=session, settings=settings)
         app.state.runtime = rt
-        if enqueue is None:
-            from workers.tasks.extract import enqueue_extraction
+        from workers.tasks.compress import enqueue_compression
+        from workers.tasks.extract import enqueue_extraction
 
-            app.state.enqueue = enqueue_extraction
-        else:
-            app.state.enqueue = enqueue
+        app.state.enqueue = enqueue or enqueue_extraction
+        app.state.enqueue_compression = enqueue_compression
         yield
         if runtime is None:
             rt.close()

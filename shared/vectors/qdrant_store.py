@@ -36,7 +36,7 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 # Local modes mirror each searched collection in an ExactIndex (about dim × 4 bytes per
 # point, 15 MB for 10k × 384). Above this many points a collection is left to Qdrant's
 # own search rather than doubling the process's memory for it.
-_MAX_INDEXED_POINTS = 200_000
+MAX_INDEXED_POINTS = 200_000
 
 
 class QdrantVectorStore:
@@ -54,6 +54,7 @@ class QdrantVectorStore:
         path: str | None = None,
         in_memory: bool = False,
         api_key: str | None = None,
+        max_indexed_points: int = MAX_INDEXED_POINTS,
     ) -> None:
         chosen = [
             name
@@ -69,6 +70,7 @@ class QdrantVectorStore:
             raise ValueError("api_key only applies to a Qdrant server (url)")
 
         self._url = url
+        self._max_indexed_points = max_indexed_points
         self._path = str(Path(path).resolve()) if path else None
         self._mode: Mode = "server" if url else ("embedded" if path else "memory")
         # Server requests are independent HTTP calls; the embedded client shares numpy
@@ -270,7 +272,7 @@ class QdrantVectorStore:
             lambda: self._client.retrieve(collection, ids=ids, with_payload=True, with_vectors=True)
         )
         index.upsert(_index_rows(records))
-        if len(index) > _MAX_INDEXED_POINTS:
+        if len(index) > self._max_indexed_points:
             del self._indexes[collection]
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -346,7 +348,7 @@ class QdrantVectorStore:
     def _index_for(self, collection: str) -> ExactIndex | None:
         """The collection's exact index, loading it on first use (lock held).
 
-        None in server mode, for a missing collection, and above _MAX_INDEXED_POINTS.
+        None in server mode, for a missing collection, and above max_indexed_points.
         """
         if self._mode == "server":
             return None
@@ -358,7 +360,7 @@ class QdrantVectorStore:
             if (
                 dim is None
                 or self._call(lambda: self._client.count(collection, exact=True)).count
-                > _MAX_INDEXED_POINTS
+                > self._max_indexed_points
             ):
                 return None
             index = ExactIndex(dim)

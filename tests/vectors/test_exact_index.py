@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from shared.vectors import QdrantVectorStore, VectorPoint, qdrant_store
+from shared.vectors import QdrantVectorStore, VectorPoint
 from shared.vectors.base import VectorHit
 
 DIM = 24
@@ -31,14 +31,27 @@ FILTERS: list[dict[str, Any] | None] = [
 ]
 
 
-@pytest.fixture(name="store", params=["memory", "path"])
-def store_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[QdrantVectorStore]:
-    if request.param == "memory":
-        store = QdrantVectorStore(in_memory=True)
-    else:
-        store = QdrantVectorStore(path=str(tmp_path / "qdrant"))
-    yield store
-    store.close()
+@pytest.fixture(name="make_store", params=["memory", "path"])
+def make_store_fixture(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., QdrantVectorStore]]:
+    opened: list[QdrantVectorStore] = []
+
+    def make(**kwargs: Any) -> QdrantVectorStore:
+        target = (
+            {"in_memory": True} if request.param == "memory" else {"path": str(tmp_path / "qdrant")}
+        )
+        opened.append(QdrantVectorStore(**target, **kwargs))
+        return opened[-1]
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(name="store")
+def store_fixture(make_store: Callable[..., QdrantVectorStore]) -> QdrantVectorStore:
+    return make_store()
 
 
 def qdrant_search(store: QdrantVectorStore, *args: Any, **kwargs: Any) -> list[VectorHit]:
@@ -157,10 +170,8 @@ def test_index_follows_drop_recreate_and_reopen(tmp_path: Path) -> None:
         assert "c" in store._indexes
 
 
-def test_big_collections_use_qdrant_search(
-    store: QdrantVectorStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(qdrant_store, "_MAX_INDEXED_POINTS", 3)
+def test_big_collections_use_qdrant_search(make_store: Callable[..., QdrantVectorStore]) -> None:
+    store = make_store(max_indexed_points=3)
     ids = [str(uuid.uuid4()) for _ in range(4)]
     store.upsert("big", [VectorPoint(i, [1.0, float(n)], {}) for n, i in enumerate(ids)])
     assert [h.id for h in store.search("big", [1.0, 0.0], limit=1)] == [ids[0]]

@@ -7,24 +7,15 @@ from typing import Any
 from celery import Task
 
 from shared.compression.service import compress_session
-from shared.config import get_settings
-from shared.errors import TransientError
-from workers.celery_app import app
+from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 
 
-@app.task(
-    bind=True,
-    name="tiermem.compress_session",
-    autoretry_for=(TransientError,),
-    retry_backoff=True,
-    retry_backoff_max=get_settings().worker.retry_backoff_max_s,
-    retry_jitter=True,
-    max_retries=get_settings().worker.max_retries,
-)
+@app.task(name="tiermem.compress_session", **TRANSIENT_RETRY)
 def compress_session_task(self: Task, session_id: str, run_id: str | None = None) -> dict[str, Any]:
-    last = self.request.retries >= (self.max_retries or 0)
-    outcome = compress_session(get_runtime(), session_id, run_id=run_id, last_attempt=last)
+    outcome = compress_session(
+        get_runtime(), session_id, run_id=run_id, last_attempt=is_last_attempt(self)
+    )
     if outcome.next_run_id:  # progress was made but the loop hit max_iterations: go on
         enqueue_compression(session_id, outcome.next_run_id)
     return outcome.as_dict()

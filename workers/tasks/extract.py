@@ -6,30 +6,18 @@ from typing import Any
 
 from celery import Task
 
-from shared.config import get_settings
-from shared.errors import TransientError
 from shared.extraction.pipeline import run_extraction
-from workers.celery_app import app
+from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
+from workers.tasks.compress import enqueue_compression
 
 
-@app.task(
-    bind=True,
-    name="tiermem.extract_turn",
-    autoretry_for=(TransientError,),
-    retry_backoff=True,
-    retry_backoff_max=get_settings().worker.retry_backoff_max_s,
-    retry_jitter=True,
-    max_retries=get_settings().worker.max_retries,
-)
+@app.task(name="tiermem.extract_turn", **TRANSIENT_RETRY)
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
-    last = self.request.retries >= (self.max_retries or 0)
-    outcome = run_extraction(get_runtime(), run_id, last_attempt=last)
+    outcome = run_extraction(get_runtime(), run_id, last_attempt=is_last_attempt(self))
     if outcome.compress_session_id:
         # Every path that stores a reply (turns, chat, imports) ends here, so compression
         # is checked once per turn without each route having to remember it.
-        from workers.tasks.compress import enqueue_compression
-
         enqueue_compression(outcome.compress_session_id)
     return outcome.as_dict()
 

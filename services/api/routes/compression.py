@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
@@ -43,17 +42,9 @@ ChatDep = Annotated[ChatSession, Depends(valid_chat)]
 
 
 def enqueue_compression(request: Request, chat_id: str, run_id: str | None = None) -> bool:
-    """After the commit. Tests and `create_app` callers may set
-    `app.state.enqueue_compression`; otherwise the Celery task is used."""
-    enqueue: Callable[[str, str | None], None] | None = getattr(
-        request.app.state, "enqueue_compression", None
-    )
+    """After the commit; the task is wired in `create_app`, like extraction's."""
     try:
-        if enqueue is None:
-            from workers.tasks.compress import enqueue_compression
-
-            enqueue = enqueue_compression
-        enqueue(chat_id, run_id)
+        request.app.state.enqueue_compression(chat_id, run_id)
     except Exception:
         # An automatic check lost here only waits for the session's next reply.
         log.warning("could not enqueue compression of session %s", chat_id, exc_info=True)
