@@ -26,6 +26,9 @@ class LLMSettings(BaseModel):
     response_format: Literal["json_schema", "json_object"] = "json_schema"
     temperature: float = 0.0
     max_tokens: int = 1500
+    # For the ops view's cost estimate only (USD per million tokens; gpt-4o-mini's list price).
+    prompt_usd_per_million: float = Field(default=0.15, ge=0)
+    completion_usd_per_million: float = Field(default=0.60, ge=0)
 
 
 class ChatSettings(BaseModel):
@@ -165,6 +168,9 @@ class AuthSettings(BaseModel):
     # is ensured at startup so the README's curl lines work on a fresh machine.
     dev_app_key: str | None = None
     dev_tenant: str = "default"
+    # Each API process remembers a valid key's tenant and scope this long, so the hot path
+    # skips a database read; a key revoked in SQL keeps working up to this long. 0 = off.
+    key_cache_s: float = Field(default=30.0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -182,6 +188,9 @@ class Settings(BaseSettings):
     database_url: str | None = None  # unset → SQLite file in data_dir
     redis_url: str | None = None  # unset → in-process broker (only for `tiermem serve`)
     log_level: str = "INFO"
+    # uvicorn's line per request; off by default because it cost ~4 % of a turn's API CPU
+    # (bench/results/ingest.md) and a proxy in front usually logs requests already.
+    access_log: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
 

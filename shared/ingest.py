@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from sqlalchemy import update
+from sqlalchemy import Table, insert, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
@@ -85,7 +86,8 @@ class NewMessage:
 
 @dataclass
 class IngestResult:
-    session: ChatSession
+    session_id: str
+    user_id: str
     messages: list[Message]
     runs: list[ExtractionRun]  # new pending runs: enqueue these after the commit
     duplicates: int = 0  # messages whose external_id was already stored
@@ -154,8 +156,10 @@ def ingest_messages(
             check_length=check_length,
         )
 
-    user = _get_or_create_user(session, tenant_id, user_external_id)
-    chat = _get_or_create_session(session, tenant_id, user, session_external_id)
+    # SQLAlchemy Core, not the ORM unit of work: this runs on every turn and the ORM's
+    # flush bookkeeping was most of its cost (bench/results/ingest.md).
+    user_id = _get_or_create_user(session, tenant_id, user_external_id)
+    chat_id = _get_or_create_session(session, tenant_id, user_id, session_external_id)
 
     # Messages a client re-sends with the same external_id are not stored twice.
     ext_ids = [m.external_id for m in messages if m.external_id]
@@ -163,13 +167,19 @@ def ingest_messages(
     if ext_ids:
         rows = session.exec(
             select(Message).where(
-                Message.session_id == chat.id, col(Message.external_id).in_(ext_ids)
+                Message.session_id == chat_id, col(Message.external_id).in_(ext_ids)
             )
         ).all()
         known = {r.external_id: r for r in rows if r.external_id}
     fresh = [m for m in messages if not (m.external_id and m.external_id in known)]
 
-    result = IngestResult(session=chat, messages=[], runs=[], duplicates=len(messages) - len(fresh))
+    result = IngestResult(
+        session_id=chat_id,
+        user_id=user_id,
+        messages=[],
+        runs=[],
+        duplicates=len(messages) - len(fresh),
+    )
     if result.duplicates:
         run_ids = {r.run_id for r in known.values() if r.run_id}
         if run_ids:
@@ -180,14 +190,13 @@ def ingest_messages(
         result.messages = [known[m.external_id] for m in messages if m.external_id]
         return result
 
-    first_seq = _reserve_seqs(session, chat.id, len(fresh))
     now = utcnow()
-    stored: list[Message] = []
-    for offset, m in enumerate(fresh):
-        row = Message(
+    first_seq = _reserve_seqs(session, chat_id, len(fresh), now)
+    stored = [
+        Message(
             tenant_id=tenant_id,
-            user_id=user.id,
-            session_id=chat.id,
+            user_id=user_id,
+            session_id=chat_id,
             seq=first_seq + offset,
             role=m.role,
             speaker=m.speaker,
@@ -197,7 +206,8 @@ def ingest_messages(
             created_at=_aware(m.created_at),
             received_at=now,
         )
-        stored.append(row)
+        for offset, m in enumerate(fresh)
+    ]
     # A user message and the assistant reply right after it form one turn: one run.
     for i, row in enumerate(stored):
         if row.role != "user":
@@ -205,8 +215,8 @@ def ingest_messages(
         reply = stored[i + 1] if i + 1 < len(stored) and stored[i + 1].role == "assistant" else None
         run = ExtractionRun(
             tenant_id=tenant_id,
-            user_id=user.id,
-            session_id=chat.id,
+            user_id=user_id,
+            session_id=chat_id,
             message_id=row.id,
             reply_message_id=reply.id if reply else None,
             extractor=extractor,
@@ -215,13 +225,9 @@ def ingest_messages(
         row.extraction_status = "pending"
         row.run_id = run.id
         result.runs.append(run)
-    session.add_all(stored)
-    session.flush()  # messages before runs: runs reference them
-    session.add_all(result.runs)
-    chat.updated_at = now
-    session.add(chat)
     try:
-        session.flush()
+        _insert_rows(session, Message, stored)  # messages before runs: runs reference them
+        _insert_rows(session, ExtractionRun, result.runs)
     except IntegrityError as exc:
         session.rollback()
         raise Conflict(
@@ -232,12 +238,21 @@ def ingest_messages(
     return result
 
 
-def _reserve_seqs(session: Session, chat_id: str, n: int) -> int:
+def _table(model: type[SQLModel]) -> Table:
+    return SQLModel.metadata.tables[str(model.__tablename__)]
+
+
+def _insert_rows(session: Session, model: type[SQLModel], rows: Sequence[SQLModel]) -> None:
+    if rows:
+        session.execute(insert(_table(model)), [row.model_dump() for row in rows])
+
+
+def _reserve_seqs(session: Session, chat_id: str, n: int, now: dt.datetime) -> int:
     """Atomically take `n` positions in the session; concurrent writers get disjoint ranges."""
     stmt = (
         update(ChatSession)
         .where(col(ChatSession.id) == chat_id)
-        .values(next_seq=col(ChatSession.next_seq) + n)
+        .values(next_seq=col(ChatSession.next_seq) + n, updated_at=now)
         .returning(col(ChatSession.next_seq))
     )
     new_next = session.execute(stmt).scalar_one()
@@ -246,41 +261,42 @@ def _reserve_seqs(session: Session, chat_id: str, n: int) -> int:
 
 def _insert_ignore(session: Session, model: type[SQLModel], values: dict[str, object]) -> None:
     """INSERT … ON CONFLICT DO NOTHING: two first turns of a new user may race."""
-    table = SQLModel.metadata.tables[str(model.__tablename__)]
+    table = _table(model)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(postgresql.insert(table).values(**values).on_conflict_do_nothing())
     else:
         session.execute(sqlite.insert(table).values(**values).on_conflict_do_nothing())
 
 
-def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> User:
-    query = select(User).where(User.tenant_id == tenant_id, User.external_id == external_id)
-    user = session.exec(query).first()
-    if user is None:
+def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> str:
+    query = sa_select(_table(User).c.id).where(
+        _table(User).c.tenant_id == tenant_id, _table(User).c.external_id == external_id
+    )
+    user_id = session.execute(query).scalar()
+    if user_id is None:
         _insert_ignore(
             session, User, User(tenant_id=tenant_id, external_id=external_id).model_dump()
         )
-        user = session.exec(query).one()
-    return user
+        user_id = session.execute(query).scalar_one()
+    return str(user_id)
 
 
-def _get_or_create_session(
-    session: Session, tenant_id: str, user: User, external_id: str
-) -> ChatSession:
-    query = select(ChatSession).where(
-        ChatSession.tenant_id == tenant_id, ChatSession.external_id == external_id
+def _get_or_create_session(session: Session, tenant_id: str, user_id: str, external_id: str) -> str:
+    table = _table(ChatSession)
+    query = sa_select(table.c.id, table.c.user_id).where(
+        table.c.tenant_id == tenant_id, table.c.external_id == external_id
     )
-    chat = session.exec(query).first()
-    if chat is None:
-        values = ChatSession(tenant_id=tenant_id, user_id=user.id, external_id=external_id)
+    row = session.execute(query).first()
+    if row is None:
+        values = ChatSession(tenant_id=tenant_id, user_id=user_id, external_id=external_id)
         _insert_ignore(session, ChatSession, values.model_dump())
-        chat = session.exec(query).one()
-    if chat.user_id != user.id:
+        row = session.execute(query).one()
+    if row.user_id != user_id:
         raise Conflict(
             f"session {external_id!r} belongs to another user; use a new session id",
             details={"session_id": external_id},
         )
-    return chat
+    return str(row.id)
 
 
 def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> User:

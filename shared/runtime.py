@@ -17,6 +17,7 @@ from shared.db.engine import make_engine
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
+from shared.tenancy import KeyCache
 from shared.vectors import VectorStore, collection_name, open_vector_store
 
 MESSAGES_SUFFIX = "_m"  # a message collection's name: the user's fact collection + this
@@ -31,6 +32,7 @@ class Runtime:
         self._embedder: Embedder | None = None
         self._extractor: Extractor | None = None
         self._chat_model: ChatModel | None = None
+        self.key_cache = KeyCache(settings.auth.key_cache_s)
 
     @property
     def vectors(self) -> VectorStore:

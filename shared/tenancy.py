@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,11 +33,40 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+class KeyCache:
+    """Valid keys seen recently, by hash: the ingest path's key lookup costs no SQL read.
+
+    Only successes are kept, so a key created in another process works at once; a revoked
+    one keeps working for up to `ttl_s` in a process that has it cached.
+    """
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._entries: dict[str, tuple[float, Principal]] = {}
+
+    def get(self, key_hash: str) -> Principal | None:
+        hit = self._entries.get(key_hash)
+        if hit is None or hit[0] < time.monotonic():
+            return None
+        return hit[1]
+
+    def put(self, key_hash: str, principal: Principal) -> None:
+        if self.ttl_s <= 0:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()  # rare; a full table is cheaper to rebuild than to age
+        self._entries[key_hash] = (time.monotonic() + self.ttl_s, principal)
+
+
+def missing_key() -> Unauthorized:
+    return Unauthorized("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
+
+
 def authenticate(*, session: Session, settings: Settings, key: str | None) -> Principal:
     if not key:
-        raise Unauthorized(
-            "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
-        )
+        raise missing_key()
     admin_key = settings.admin_key
     if admin_key and hmac.compare_digest(key.encode(), admin_key.encode()):
         return Principal(scope="admin", tenant_id=None)

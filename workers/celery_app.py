@@ -33,7 +33,9 @@ def make_celery(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         worker_send_task_events=True,  # Flower and `tiermem ops` read these
-        task_send_sent_event=True,
+        # No task-sent event: one more Redis publish on every turn's request path, and
+        # the pending count is read from SQL anyway.
+        task_send_sent_event=False,
         broker_connection_retry_on_startup=True,
         broker_transport_options=(
             {"polling_interval": 0.01}

@@ -7,15 +7,19 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from shared.db.models import User
 from shared.errors import Forbidden
 from shared.ingest import ID_RULE, find_user
 from shared.runtime import Runtime
-from shared.tenancy import Principal, authenticate
+from shared.tenancy import Principal, authenticate, hash_key, missing_key
+
+# Dependencies that do no I/O are `async def`: FastAPI runs sync ones in the threadpool,
+# one hop each, which was a large share of a turn's CPU (bench/results/ingest.md).
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -31,25 +35,34 @@ def get_db(runtime: RuntimeDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_db)]
 
 
-def get_principal(
+async def get_principal(
     runtime: RuntimeDep,
-    session: SessionDep,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> Principal:
     key = x_api_key
     if authorization and authorization.lower().startswith("bearer "):
         key = authorization[7:].strip()
-    principal = authenticate(session=session, settings=runtime.settings, key=key)
-    # authenticate() may have read in a transaction: end it so the request's writes start fresh.
-    session.rollback()
+    if not key:
+        raise missing_key()
+    digest = hash_key(key)
+    cached = runtime.key_cache.get(digest)
+    if cached is not None:
+        return cached
+
+    def lookup() -> Principal:
+        with Session(runtime.engine) as session:
+            return authenticate(session=session, settings=runtime.settings, key=key)
+
+    principal = await run_in_threadpool(lookup)
+    runtime.key_cache.put(digest, principal)
     return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def get_tenant_id(principal: PrincipalDep) -> str:
+async def get_tenant_id(principal: PrincipalDep) -> str:
     if principal.tenant_id is None:
         raise Forbidden(
             "user data is reached with an app key of the user's tenant, not the admin key; "
@@ -61,7 +74,7 @@ def get_tenant_id(principal: PrincipalDep) -> str:
 TenantDep = Annotated[str, Depends(get_tenant_id)]
 
 
-def require_admin(principal: PrincipalDep) -> Principal:
+async def require_admin(principal: PrincipalDep) -> Principal:
     principal.require_admin()
     return principal
 

@@ -76,6 +76,7 @@ def serve(
             host=host or settings.host,
             port=port or settings.port,
             log_level=settings.log_level.lower(),
+            access_log=settings.access_log,
         )
     finally:
         worker.stop()
@@ -112,6 +113,7 @@ def api(
         port=port or settings.port,
         workers=workers,
         log_level=settings.log_level.lower(),
+        access_log=settings.access_log,
     )
 
 

@@ -21,7 +21,7 @@ from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
-from shared.vectors import VectorPoint, VectorStore, point_id
+from shared.vectors import VectorHit, VectorPoint, VectorStore, point_id
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,13 @@ def write_facts(
     dedup_threshold: float,
 ) -> WriteOutcome:
     """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
+    # Near neighbours are looked up before the SQL transaction opens: with SQLite that
+    # transaction holds the database-wide write lock, which vector searches must not
+    # prolong. The per-user lock the caller holds keeps the collection unchanged meanwhile.
+    neighbours = [
+        vectors.search(collection, vector, limit=5, score_threshold=dedup_threshold)
+        for vector in embeddings
+    ]
     # The database's own per-user serialization (PostgreSQL; SQLite's BEGIN IMMEDIATE
     # already is one): should the user's lock expire mid-write, a second writer waits here
     # instead of deciding from a stale read (a lost merge, or a fact superseding its twin).
@@ -81,10 +88,8 @@ def write_facts(
     # Facts added earlier in this same batch: not yet in the vector store.
     batch: list[tuple[Fact, np.ndarray]] = []
 
-    for fact, vector in zip(facts, embeddings, strict=True):
-        target = _find_duplicate(
-            session, vectors, collection, fact, vector, batch, prov, dedup_threshold
-        )
+    for fact, vector, hits in zip(facts, embeddings, neighbours, strict=True):
+        target = _find_duplicate(session, fact, vector, hits, batch, prov, dedup_threshold)
         if target is not None:
             if _merge(target, fact, prov):
                 outcome.merged.append(target.id)
@@ -153,10 +158,9 @@ def write_facts(
 
 def _find_duplicate(
     session: Session,
-    vectors: VectorStore,
-    collection: str,
     fact: TypedFact,
     vector: np.ndarray,
+    hits: Sequence[VectorHit],
     batch: list[tuple[Fact, np.ndarray]],
     prov: Provenance,
     threshold: float,
@@ -188,7 +192,7 @@ def _find_duplicate(
             best = (score, row)
     if best[1] is not None:
         return best[1]
-    for hit in vectors.search(collection, vector, limit=5, score_threshold=threshold):
+    for hit in hits:
         if hit.payload.get("type") != fact.type:
             continue
         stored = session.get(Fact, hit.id)

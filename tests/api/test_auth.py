@@ -7,6 +7,7 @@ The API runs in-process with the embedded Celery worker and the offline extracto
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from shared.config import DEV_ADMIN_KEY, DEV_APP_KEY, DEV_SECRET_KEY, Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ApiKey, utcnow
 from shared.runtime import Runtime
+from shared.tenancy import KeyCache
 from tests import factories as f
 from tests.conftest import ADMIN_KEY, APP_KEY, wait_job
 
@@ -98,7 +100,10 @@ def test_x_api_key_header_and_lowercase_bearer_work(client: TestClient) -> None:
     assert client.get(MEMORIES, headers={"authorization": f"bearer {APP_KEY}"}).status_code == 200
 
 
-def test_revoked_key_is_refused(client: TestClient, runtime: Runtime) -> None:
+def test_revoked_key_is_refused_once_the_key_cache_expires(
+    client: TestClient, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime, "key_cache", KeyCache(ttl_s=0.3))
     _, key = new_tenant(client, "acme")
     del client.headers["Authorization"]  # (it would win over X-API-Key)
     assert client.get("/v1/users/nobody/memories", headers=bearer(key)).status_code == 404
@@ -109,6 +114,10 @@ def test_revoked_key_is_refused(client: TestClient, runtime: Runtime) -> None:
             .values(revoked_at=utcnow())
         )
         s.commit()
+    # The documented trade (TIERMEM_AUTH__KEY_CACHE_S): this process still knows the key ...
+    assert client.get("/v1/users/nobody/memories", headers=bearer(key)).status_code == 404
+    time.sleep(0.35)
+    # ... and refuses it once its entry expired.
     for headers in (bearer(key), {"X-API-Key": key}):
         response = client.get("/v1/users/nobody/memories", headers=headers)
         assert "revoked" in error_of(response, 401)["message"]

@@ -7,9 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from services.api.deps import RuntimeDep, SessionDep, TenantDep
 from shared.ingest import ID_RULE, TranscriptLine, TurnIn, ingest_messages, turn_messages
+from shared.runtime import Runtime
 from shared.transcripts import import_lines
 
 router = APIRouter(prefix="/v1", tags=["turns"])
@@ -56,24 +59,31 @@ def enqueue(request: Request, run_ids: list[str]) -> None:
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
-def post_turn(
+async def post_turn(
     session_id: SessionIdPath,
     turn: Annotated[TurnIn, Body()],
     request: Request,
     runtime: RuntimeDep,
-    session: SessionDep,
     tenant_id: TenantDep,
 ) -> TurnAccepted:
-    result = ingest_messages(
-        session=session,
-        settings=runtime.settings,
-        tenant_id=tenant_id,
-        user_external_id=turn.user_id,
-        session_external_id=session_id,
-        messages=turn_messages(turn),
-        extractor=runtime.settings.extractor_kind,
-    )
-    session.commit()
+    # The hottest route: its blocking work (SQL, then the broker) takes one threadpool hop.
+    return await run_in_threadpool(store_turn, request, runtime, tenant_id, session_id, turn)
+
+
+def store_turn(
+    request: Request, runtime: Runtime, tenant_id: str, session_id: str, turn: TurnIn
+) -> TurnAccepted:
+    with Session(runtime.engine, expire_on_commit=False) as session:
+        result = ingest_messages(
+            session=session,
+            settings=runtime.settings,
+            tenant_id=tenant_id,
+            user_external_id=turn.user_id,
+            session_external_id=session_id,
+            messages=turn_messages(turn),
+            extractor=runtime.settings.extractor_kind,
+        )
+        session.commit()
     enqueue(request, [r.id for r in result.runs])
     runs = result.runs or result.existing_runs
     run = runs[0] if runs else None
