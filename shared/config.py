@@ -112,6 +112,13 @@ class WorkerSettings(BaseModel):
     sweep_pending_after_s: float = 120.0
     # A run stuck in "running" this long is assumed lost with its worker.
     sweep_running_after_s: float = 900.0
+    # Each worker writes its ops record (GET /v1/ops/workers) this often; one missing for
+    # three intervals is gone.
+    heartbeat_s: float = Field(default=5.0, gt=0)
+    # Celery task events (what Flower's task pages show). Off by default: publishing them
+    # was ~18 % of a busy worker's GIL time (bench/results/extraction.md); tiermem's own
+    # ops views read SQL and the heartbeats instead.
+    task_events: bool = False
 
 
 class ExtractionSettings(BaseModel):

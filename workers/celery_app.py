@@ -15,7 +15,12 @@ def make_celery(settings: Settings) -> Celery:
     embedded = not settings.redis_url
     app = Celery(
         "tiermem",
-        include=["workers.tasks.extract", "workers.tasks.outbox", "workers.tasks.compress"],
+        include=[
+            "workers.tasks.extract",
+            "workers.tasks.outbox",
+            "workers.tasks.compress",
+            "workers.ops",
+        ],
     )
     app.conf.update(
         # Without Redis only the one-process `tiermem serve` works: its worker threads
@@ -32,7 +37,7 @@ def make_celery(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        worker_send_task_events=True,  # Flower and `tiermem ops` read these
+        worker_send_task_events=settings.worker.task_events,  # for Flower's task pages
         # No task-sent event: one more Redis publish on every turn's request path, and
         # the pending count is read from SQL anyway.
         task_send_sent_event=False,

@@ -19,6 +19,7 @@ from services.api.routes import (
     history,
     jobs,
     memories,
+    ops,
     turns,
 )
 from shared.config import Settings, get_settings
@@ -61,6 +62,6 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (health, turns, chat, jobs, memories, history, context, compression, admin):
+    for module in (health, turns, chat, jobs, memories, history, context, compression, admin, ops):
         app.include_router(module.router)
     return app

@@ -1,4 +1,5 @@
-"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, tenants, sweep."""
+"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, tenants, sweep,
+ops."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from services.cli.ops import ops_cli
 from shared.config import Settings, get_settings
 from shared.errors import DomainError
 from shared.ingest import TranscriptLine
@@ -23,6 +25,7 @@ cli = typer.Typer(
 )
 tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 cli.add_typer(tenants_cli, name="tenants")
+cli.add_typer(ops_cli, name="ops")
 console = Console(stderr=True)
 
 

@@ -8,7 +8,9 @@ from typing import Any
 from celery.signals import worker_ready
 
 from shared.db.engine import session_scope
+from shared.ops.control import paused_queues
 from shared.outbox import claim_lost_runs
+from workers import queues
 from workers.celery_app import app
 from workers.runtime import get_runtime
 from workers.tasks.extract import enqueue_extraction
@@ -18,6 +20,11 @@ log = logging.getLogger(__name__)
 
 def sweep_outbox() -> int:
     runtime = get_runtime()
+    if queues.EXTRACT in paused_queues(runtime.settings.redis_url):
+        # Paused for maintenance: its runs wait in the broker; sending them again would
+        # only stack up copies for when it resumes.
+        log.info("outbox sweep skipped: the extract queue is paused")
+        return 0
     with session_scope(runtime.engine) as session:
         run_ids = claim_lost_runs(session=session, settings=runtime.settings)
     enqueue_extraction(run_ids)

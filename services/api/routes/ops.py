@@ -1,0 +1,98 @@
+"""Ops (admin key): queues, workers, retrying failed runs, pausing a queue, the /ops page."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.deps import AdminDep, RuntimeDep, SessionDep
+from services.api.routes.turns import enqueue
+from shared.ops import control, page, prometheus, timeseries
+from shared.ops.queues import OpsSnapshot, snapshot
+from shared.ops.workers import WorkerInfo
+from workers.ops import heartbeat_store, pause_queue, resume_queue
+
+router = APIRouter(tags=["ops"])
+
+
+class RetryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_ids: list[str] | None = Field(
+        default=None,
+        max_length=control.MAX_RETRY_BATCH,
+        description="the failed runs to retry; leave out to retry every failed run",
+    )
+    tenant_id: str | None = Field(default=None, description="only this tenant's runs")
+
+
+class RetryOut(BaseModel):
+    retried: list[str]
+    skipped: list[str] = Field(description="named runs that are not failed (or not found)")
+
+
+class QueueState(BaseModel):
+    queue: str
+    paused: bool
+
+
+@router.get("/v1/ops/queues", response_model=OpsSnapshot)
+def get_queues(
+    runtime: RuntimeDep,
+    session: SessionDep,
+    _: AdminDep,
+    failed_limit: Annotated[int, Query(ge=0, le=500)] = 20,
+) -> OpsSnapshot:
+    return snapshot(session=session, settings=runtime.settings, failed_limit=failed_limit)
+
+
+@router.get("/v1/ops/workers", response_model=list[WorkerInfo])
+def get_workers(runtime: RuntimeDep, _: AdminDep) -> list[WorkerInfo]:
+    return heartbeat_store(runtime.settings).read()
+
+
+@router.get("/v1/ops/timeseries", response_model=timeseries.Series)
+def get_timeseries(
+    session: SessionDep,
+    _: AdminDep,
+    minutes: Annotated[int, Query(ge=1, le=24 * 60)] = 60,
+) -> timeseries.Series:
+    return timeseries.per_minute(session=session, minutes=minutes)
+
+
+@router.post("/v1/ops/runs/retry", response_model=RetryOut)
+def post_retry(body: RetryIn, request: Request, session: SessionDep, _: AdminDep) -> RetryOut:
+    retried, skipped = control.retry_failed_runs(
+        session=session, run_ids=body.run_ids, tenant_id=body.tenant_id
+    )
+    enqueue(request, retried)
+    return RetryOut(retried=retried, skipped=skipped)
+
+
+@router.post("/v1/ops/queues/{queue}/pause", response_model=QueueState)
+def post_pause(queue: str, runtime: RuntimeDep, _: AdminDep) -> QueueState:
+    pause_queue(runtime.settings, queue)
+    return QueueState(queue=queue, paused=True)
+
+
+@router.post("/v1/ops/queues/{queue}/resume", response_model=QueueState)
+def post_resume(queue: str, runtime: RuntimeDep, _: AdminDep) -> QueueState:
+    resume_queue(runtime.settings, queue)
+    return QueueState(queue=queue, paused=False)
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def get_metrics(runtime: RuntimeDep, session: SessionDep, _: AdminDep) -> PlainTextResponse:
+    return PlainTextResponse(
+        prometheus.render(session=session, settings=runtime.settings),
+        media_type=prometheus.CONTENT_TYPE,
+    )
+
+
+@router.get("/ops", response_class=HTMLResponse, include_in_schema=False)
+def get_ops_page() -> HTMLResponse:
+    # The page is a shell with no data: it asks for the admin key and reads the API with it.
+    return HTMLResponse(page.HTML)

@@ -1,0 +1,121 @@
+"""`tiermem ops status` and `tiermem ops watch`: the ops view in the terminal.
+
+Reads SQL, the broker and the worker heartbeats directly (the same numbers as
+GET /v1/ops/queues and /v1/ops/workers), so it works with the API down.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from sqlmodel import Session
+
+from shared.config import Settings, get_settings
+from shared.db.engine import make_engine
+from shared.ops.queues import OpsSnapshot, snapshot
+from shared.ops.workers import HeartbeatStore, WorkerInfo
+
+ops_cli = typer.Typer(help="Queues, workers and failed runs.", no_args_is_help=True)
+
+
+def _value(value: object) -> str:
+    return "–" if value is None else str(value)
+
+
+def _table(title: str, *headers: str, left: int = 1) -> Table:
+    """A table whose first `left` columns are text, the rest numbers."""
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i < left else "right")
+    return table
+
+
+def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> Group:
+    queues = _table(
+        f"queues · broker: {snap.broker} · {snap.at:%Y-%m-%d %H:%M:%S} UTC",
+        "queue", "depth", "reserved", "pending", "running", "oldest s",
+        "done/min 1m", "5m", "15m", "fail % 5m", "retried 15m", "paused",
+    )  # fmt: skip
+    for q in snap.queues:
+        w = {window.minutes: window for window in q.windows}
+        queues.add_row(
+            q.name, _value(q.depth), _value(q.reserved), str(q.pending), str(q.running),
+            _value(q.oldest_pending_age_s), f"{w[1].per_minute:g}", f"{w[5].per_minute:g}",
+            f"{w[15].per_minute:g}", f"{100 * w[5].failure_rate:.1f}", str(w[15].retried),
+            "[yellow]paused[/yellow]" if q.paused else "",
+        )  # fmt: skip
+    live = _table(
+        f"workers ({len(workers)} live)",
+        "worker", "queues", "pool", "concurrency", "active", "processed", "beat s", left=3,
+    )  # fmt: skip
+    for wk in workers:
+        live.add_row(
+            wk.hostname, ", ".join(wk.queues), wk.pool, str(wk.concurrency), str(wk.active),
+            str(wk.processed), f"{wk.heartbeat_age_s:g}",
+        )  # fmt: skip
+    tenants = _table(
+        "tenants", "tenant", "turns pending", "facts 15m", "facts active", "LLM tokens", "est. USD"
+    )
+    for t in snap.tenants:
+        tenants.add_row(
+            t.name, str(t.turns_pending), str(t.facts_written_15m), str(t.facts_active),
+            str(t.llm_prompt_tokens + t.llm_completion_tokens), f"{t.estimated_cost_usd:.4f}",
+        )  # fmt: skip
+    parts: list[Table] = [queues, live, tenants]
+    failed_runs = [r for q in snap.queues for r in q.failed_runs][:failed]
+    if failed_runs:
+        runs = _table(
+            "latest failed runs (retry: POST /v1/ops/runs/retry)",
+            "run", "kind", "attempts", "error", left=4,
+        )  # fmt: skip
+        for r in failed_runs:
+            runs.add_row(r.id, r.kind, str(r.attempts), (r.error or "")[:120])
+        parts.append(runs)
+    return Group(*parts)
+
+
+def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[WorkerInfo]]:
+    snap = snapshot(session=session, settings=settings)
+    store = HeartbeatStore(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
+    return snap, store.read()
+
+
+@ops_cli.command()
+def status() -> None:
+    """Print the queues, workers, tenants and latest failed runs once."""
+    settings = get_settings()
+    engine = make_engine(settings)
+    try:
+        with Session(engine) as session:
+            Console().print(render(*_read(settings, session)))
+    finally:
+        engine.dispose()
+
+
+@ops_cli.command()
+def watch(
+    interval: Annotated[float, typer.Option(min=0.5, help="seconds between refreshes")] = 2.0,
+    count: Annotated[int, typer.Option(min=0, help="stop after this many (0 = until Ctrl-C)")] = 0,
+) -> None:
+    """The same view, refreshed in place until Ctrl-C."""
+    settings = get_settings()
+    engine = make_engine(settings)
+    shown = 0
+    try:
+        with Live(console=Console(), auto_refresh=False) as live:
+            while True:
+                with Session(engine) as session:
+                    live.update(render(*_read(settings, session)), refresh=True)
+                shown += 1
+                if count and shown >= count:
+                    break
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.dispose()

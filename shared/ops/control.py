@@ -1,0 +1,86 @@
+"""Operator actions: retry failed runs, pause and resume a queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from shared.db.models import ExtractionRun, Message, utcnow
+from shared.errors import Conflict, InvalidInput
+from shared.ops.queues import PAUSED_KEY, QUEUES
+
+MAX_RETRY_BATCH = 10_000
+
+
+def retry_failed_runs(
+    *,
+    session: Session,
+    run_ids: Sequence[str] | None = None,
+    tenant_id: str | None = None,
+    limit: int = MAX_RETRY_BATCH,
+) -> tuple[list[str], list[str]]:
+    """Put failed extraction runs back to pending (committed); the caller enqueues them.
+
+    `run_ids` names runs one by one; without it every failed run (of `tenant_id`, if
+    given) up to `limit`, oldest first. Returns (retried, skipped: not found or not failed).
+    """
+    query = select(ExtractionRun.id).where(ExtractionRun.status == "failed")
+    if run_ids is not None:
+        if not run_ids:
+            raise InvalidInput("run_ids is empty: name the runs, or leave it out to retry all")
+        query = query.where(col(ExtractionRun.id).in_(list(run_ids)))
+    if tenant_id is not None:
+        query = query.where(ExtractionRun.tenant_id == tenant_id)
+    ids = list(session.exec(query.order_by(col(ExtractionRun.created_at)).limit(limit)).all())
+    skipped = [r for r in run_ids or [] if r not in set(ids)]
+    if ids:
+        now = utcnow()
+        session.execute(
+            update(ExtractionRun)
+            .where(col(ExtractionRun.id).in_(ids), col(ExtractionRun.status) == "failed")
+            .values(status="pending", error=None, enqueued_at=now, finished_at=None, updated_at=now)
+        )
+        session.execute(
+            update(Message).where(col(Message.run_id).in_(ids)).values(extraction_status="pending")
+        )
+        session.commit()
+    return ids, skipped
+
+
+def check_queue(queue: str) -> str:
+    if queue not in QUEUES:
+        raise InvalidInput(f"unknown queue {queue!r}: use one of {', '.join(QUEUES)}")
+    return queue
+
+
+def paused_queues(redis_url: str | None) -> set[str]:
+    if not redis_url:
+        return set()
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        return {m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(PAUSED_KEY)}
+    finally:
+        client.close()
+
+
+def set_paused(redis_url: str | None, queue: str, paused: bool) -> None:
+    """Record the state every worker (and every worker started later) follows."""
+    if not redis_url:
+        raise Conflict(
+            "pausing a queue needs the Redis broker (TIERMEM_REDIS_URL); the in-process "
+            "worker of `tiermem serve` stops with the server"
+        )
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        if paused:
+            client.sadd(PAUSED_KEY, check_queue(queue))
+        else:
+            client.srem(PAUSED_KEY, check_queue(queue))
+    finally:
+        client.close()

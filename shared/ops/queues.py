@@ -1,0 +1,329 @@
+"""What the workers are doing: queue depths from the broker, the rest from SQL.
+
+The broker only knows what it holds right now; SQL knows every turn, so the age of the
+oldest pending turn, throughput, failures and retries come from the run tables and stay
+right when the broker lost messages (the outbox sweeper re-sends those).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import case, func
+from sqlmodel import Session, col, select
+
+from shared.config import Settings
+from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
+
+EXTRACT, COMPRESS, REPLAY = "extract", "compress", "replay"
+QUEUES = (EXTRACT, COMPRESS, REPLAY)
+WINDOWS_MIN = (1, 5, 15)
+# kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
+_PRIORITY_SEP = "\x06\x16"
+_PRIORITY_STEPS = (0, 3, 6, 9)
+# Unacked messages: a hash delivery_tag → [message, exchange, routing_key] (kombu).
+_UNACKED_KEY = "unacked"
+PAUSED_KEY = "tiermem:ops:paused"  # a Redis set of paused queue names
+
+
+class Window(BaseModel):
+    minutes: int
+    finished: int  # done + skipped + failed
+    failed: int
+    retried: int  # finished runs that needed more than one attempt
+    per_minute: float  # finished ÷ minutes
+    failure_rate: float  # failed ÷ finished (0 when none finished)
+    duration_ms_p50: float | None
+    duration_ms_p95: float | None
+
+
+class FailedRun(BaseModel):
+    id: str
+    kind: str  # extract_turn | compress_session
+    tenant_id: str
+    status: str
+    attempts: int
+    error: str | None
+    finished_at: dt.datetime | None
+
+
+class QueueStats(BaseModel):
+    name: str
+    depth: int | None  # messages waiting in the broker; None without a broker to ask
+    reserved: int | None  # delivered to a worker, not yet acknowledged
+    paused: bool
+    pending: int  # from SQL: runs waiting to start (retrying ones included)
+    running: int
+    oldest_pending_age_s: float | None
+    windows: list[Window]
+    failed_runs: list[FailedRun]
+
+
+class TenantStats(BaseModel):
+    tenant_id: str
+    name: str
+    turns_pending: int
+    facts_written_15m: int
+    facts_active: int
+    llm_prompt_tokens: int
+    llm_completion_tokens: int
+    estimated_cost_usd: float
+
+
+class OpsSnapshot(BaseModel):
+    at: dt.datetime
+    broker: str  # "redis" or "in-process"
+    queues: list[QueueStats]
+    tenants: list[TenantStats]
+
+
+@dataclass
+class BrokerView:
+    """One read of the broker: depth and reserved counts per queue, and paused queues."""
+
+    depth: dict[str, int] = field(default_factory=dict)
+    reserved: dict[str, int] = field(default_factory=dict)
+    paused: set[str] = field(default_factory=set)
+    available: bool = False
+
+
+def read_broker(redis_url: str | None, queues: Sequence[str] = QUEUES) -> BrokerView:
+    if not redis_url:
+        return BrokerView()  # the in-process broker of `tiermem serve` is not inspectable
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in queues:
+            for step in _PRIORITY_STEPS:
+                pipe.llen(queue if step == 0 else f"{queue}{_PRIORITY_SEP}{step}")
+        pipe.hvals(_UNACKED_KEY)
+        pipe.smembers(PAUSED_KEY)
+        replies = pipe.execute()
+    finally:
+        client.close()
+    view = BrokerView(available=True)
+    per_queue = len(_PRIORITY_STEPS)
+    for i, queue in enumerate(queues):
+        view.depth[queue] = sum(int(n) for n in replies[i * per_queue : (i + 1) * per_queue])
+        view.reserved[queue] = 0
+    for raw in replies[-2]:
+        routing_key = _routing_key(raw)
+        if routing_key in view.reserved:
+            view.reserved[routing_key] += 1
+    view.paused = {p.decode() if isinstance(p, bytes) else str(p) for p in replies[-1]}
+    return view
+
+
+def _routing_key(raw: bytes | str) -> str | None:
+    try:
+        entry = json.loads(raw)
+        return str(entry[2])
+    except (ValueError, IndexError, TypeError):
+        return None
+
+
+def percentile_of(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return round(ordered[index], 1)
+
+
+def _windows(session: Session, model: Any, now: dt.datetime) -> list[Window]:
+    """Runs finished in each window; one read of the longest window, cut in Python."""
+    since = now - dt.timedelta(minutes=max(WINDOWS_MIN))
+    rows = session.exec(
+        select(model.finished_at, model.status, model.attempts, model.duration_ms).where(
+            col(model.finished_at) >= since,
+            col(model.status).in_(("done", "skipped", "failed", "cannot_fit", "partial")),
+        )
+    ).all()
+    windows = []
+    for minutes in WINDOWS_MIN:
+        start = now - dt.timedelta(minutes=minutes)
+        inside = [r for r in rows if utc(r[0]) >= start]
+        failed = sum(1 for r in inside if r[1] == "failed")
+        durations = [float(r[3]) for r in inside if r[1] != "failed"]
+        windows.append(
+            Window(
+                minutes=minutes,
+                finished=len(inside),
+                failed=failed,
+                retried=sum(1 for r in inside if r[2] > 1),
+                per_minute=round(len(inside) / minutes, 2),
+                failure_rate=round(failed / len(inside), 4) if inside else 0.0,
+                duration_ms_p50=percentile_of(durations, 50),
+                duration_ms_p95=percentile_of(durations, 95),
+            )
+        )
+    return windows
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    # SQLite hands datetimes back without their offset; everything stored is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _sql_queue(
+    session: Session, model: Any, kind: str, now: dt.datetime, failed_limit: int
+) -> dict[str, Any]:
+    waiting = ("pending", "retrying")
+    pending, running, oldest = session.exec(
+        select(
+            func.sum(case((col(model.status).in_(waiting), 1), else_=0)),
+            func.sum(case((col(model.status) == "running", 1), else_=0)),
+            func.min(case((col(model.status).in_(waiting), model.created_at), else_=None)),
+        ).where(col(model.status).in_((*waiting, "running")))
+    ).one()
+    failed = session.exec(
+        select(model)
+        .where(model.status == "failed")
+        .order_by(col(model.finished_at).desc())
+        .limit(failed_limit)
+    ).all()
+    return {
+        "pending": int(pending or 0),
+        "running": int(running or 0),
+        "oldest_pending_age_s": (
+            round((now - utc(oldest)).total_seconds(), 1) if oldest is not None else None
+        ),
+        "windows": _windows(session, model, now),
+        "failed_runs": [
+            FailedRun(
+                id=r.id,
+                kind=kind,
+                tenant_id=r.tenant_id,
+                status=r.status,
+                attempts=r.attempts,
+                error=r.error,
+                finished_at=r.finished_at,
+            )
+            for r in failed
+        ],
+    }
+
+
+# The SQL table behind each queue's work. Replay runs are extraction runs too (issue 5's
+# replay writes them with their own trigger), so until then the replay row is broker-only.
+_RUN_TABLES: dict[str, tuple[Any, str]] = {
+    EXTRACT: (ExtractionRun, "extract_turn"),
+    COMPRESS: (CompressionRun, "compress_session"),
+}
+
+
+def _empty_sql() -> dict[str, Any]:
+    return {
+        "pending": 0,
+        "running": 0,
+        "oldest_pending_age_s": None,
+        "windows": [
+            Window(
+                minutes=m,
+                finished=0,
+                failed=0,
+                retried=0,
+                per_minute=0.0,
+                failure_rate=0.0,
+                duration_ms_p50=None,
+                duration_ms_p95=None,
+            )
+            for m in WINDOWS_MIN
+        ],
+        "failed_runs": [],
+    }
+
+
+def tenant_stats(session: Session, settings: Settings, now: dt.datetime) -> list[TenantStats]:
+    since = now - dt.timedelta(minutes=15)
+    tenants = {t.id: t.name for t in session.exec(select(Tenant)).all()}
+    runs = {
+        row[0]: row[1:]
+        for row in session.exec(
+            select(
+                ExtractionRun.tenant_id,
+                func.sum(
+                    case((col(ExtractionRun.status).in_(("pending", "retrying")), 1), else_=0)
+                ),
+                func.sum(ExtractionRun.prompt_tokens),
+                func.sum(ExtractionRun.completion_tokens),
+            ).group_by(col(ExtractionRun.tenant_id))
+        ).all()
+    }
+    summaries = {
+        row[0]: row[1:]
+        for row in session.exec(
+            select(
+                CompressionRun.tenant_id,
+                func.sum(CompressionRun.prompt_tokens),
+                func.sum(CompressionRun.completion_tokens),
+            ).group_by(col(CompressionRun.tenant_id))
+        ).all()
+    }
+    facts = {
+        row[0]: row[1:]
+        for row in session.exec(
+            select(
+                Fact.tenant_id,
+                func.sum(case((col(Fact.created_at) >= since, 1), else_=0)),
+                func.sum(case((col(Fact.valid_to).is_(None), 1), else_=0)),
+            ).group_by(col(Fact.tenant_id))
+        ).all()
+    }
+    prices = settings.llm
+    out = []
+    for tenant_id, name in sorted(tenants.items(), key=lambda kv: kv[1]):
+        pending, run_prompt, run_completion = runs.get(tenant_id, (0, 0, 0))
+        sum_prompt, sum_completion = summaries.get(tenant_id, (0, 0))
+        written, active = facts.get(tenant_id, (0, 0))
+        prompt = int(run_prompt or 0) + int(sum_prompt or 0)
+        completion = int(run_completion or 0) + int(sum_completion or 0)
+        cost = (
+            prompt * prices.prompt_usd_per_million + completion * prices.completion_usd_per_million
+        ) / 1e6
+        out.append(
+            TenantStats(
+                tenant_id=tenant_id,
+                name=name,
+                turns_pending=int(pending or 0),
+                facts_written_15m=int(written or 0),
+                facts_active=int(active or 0),
+                llm_prompt_tokens=prompt,
+                llm_completion_tokens=completion,
+                estimated_cost_usd=round(cost, 6),
+            )
+        )
+    return out
+
+
+def snapshot(
+    *, session: Session, settings: Settings, failed_limit: int = 20, now: dt.datetime | None = None
+) -> OpsSnapshot:
+    now = now or utcnow()
+    broker = read_broker(settings.redis_url)
+    queues = []
+    for name in QUEUES:
+        table = _RUN_TABLES.get(name)
+        sql = _sql_queue(session, table[0], table[1], now, failed_limit) if table else _empty_sql()
+        queues.append(
+            QueueStats(
+                name=name,
+                depth=broker.depth.get(name) if broker.available else None,
+                reserved=broker.reserved.get(name) if broker.available else None,
+                paused=name in broker.paused,
+                **sql,
+            )
+        )
+    return OpsSnapshot(
+        at=now,
+        broker="redis" if broker.available else "in-process",
+        queues=queues,
+        tenants=tenant_stats(session, settings, now),
+    )

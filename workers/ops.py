@@ -1,0 +1,99 @@
+"""Celery signal glue for ops: the heartbeat record, and paused queues honoured at startup."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
+from celery.worker import state
+
+from shared.config import Settings
+from shared.db.models import utcnow
+from shared.ops.control import check_queue, paused_queues, set_paused
+from shared.ops.workers import ActiveTask, Heartbeat, HeartbeatStore, WorkerInfo
+from workers.celery_app import app
+from workers.runtime import get_runtime
+
+log = logging.getLogger(__name__)
+_heartbeats: list[Heartbeat] = []
+# celery.concurrency modules → the names `tiermem worker --pool` takes
+POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
+
+
+def consumed_queues(consumer: Any) -> list[str]:
+    return sorted(q.name for q in getattr(consumer.task_consumer, "queues", None) or [])
+
+
+def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInfo:
+    queues = consumed_queues(consumer)
+    pool = consumer.pool
+    active = list(state.active_requests)
+    return WorkerInfo(
+        hostname=consumer.hostname,
+        pid=os.getpid(),
+        queues=queues,
+        configured_queues=configured,
+        pool=POOL_NAMES.get(type(pool).__module__.rsplit(".", 1)[-1], type(pool).__name__),
+        concurrency=int(getattr(pool, "limit", None) or getattr(pool, "num_processes", None) or 1),
+        active=len(active),
+        reserved=max(0, len(state.reserved_requests) - len(active)),
+        processed=sum(state.total_count.values()),
+        started_at=started_at,
+        heartbeat_at=utcnow(),
+        active_tasks=[
+            ActiveTask(
+                id=r.id,
+                name=r.name,
+                started_at=None,
+                args=list(r.args or [])[:3],
+            )
+            for r in active[:20]
+        ],
+    )
+
+
+@worker_ready.connect
+def _on_ready(sender: Any, **_: Any) -> None:
+    settings = get_runtime().settings
+    configured = consumed_queues(sender)
+    try:
+        # Queues paused for maintenance stay paused for workers started meanwhile.
+        for queue in paused_queues(settings.redis_url):
+            sender.cancel_task_queue(queue)
+            log.warning("queue %s is paused (POST /v1/ops/queues/%s/resume)", queue, queue)
+    except Exception:
+        log.exception("could not read the paused queues")
+    started = utcnow()
+    beat = Heartbeat(
+        heartbeat_store(settings),
+        lambda: describe(sender, started, configured),
+        interval_s=settings.worker.heartbeat_s,
+    )
+    beat.start()
+    _heartbeats.append(beat)
+
+
+@worker_shutdown.connect
+def _on_shutdown(**_: Any) -> None:
+    while _heartbeats:
+        _heartbeats.pop().stop()
+
+
+def heartbeat_store(settings: Settings) -> HeartbeatStore:
+    return HeartbeatStore(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
+
+
+def pause_queue(settings: Settings, queue: str) -> None:
+    """Workers stop taking messages from the queue; they stay in the broker, nothing is lost."""
+    set_paused(settings.redis_url, check_queue(queue), True)
+    app.control.cancel_consumer(queue)
+
+
+def resume_queue(settings: Settings, queue: str) -> None:
+    """Only workers that consumed the queue when they started take it up again."""
+    set_paused(settings.redis_url, check_queue(queue), False)
+    owners = [w.hostname for w in heartbeat_store(settings).read() if queue in w.configured_queues]
+    if owners:
+        app.control.add_consumer(queue, destination=owners)
