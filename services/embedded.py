@@ -8,6 +8,8 @@ TIERMEM_REDIS_URL is set. A sweeper thread stands in for beat.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 
 from celery.worker import WorkController
@@ -17,10 +19,29 @@ from shared.outbox import claim_lost_runs
 from shared.runtime import Runtime
 from workers import queues
 from workers.celery_app import app as celery_app
+from workers.ops import OWN_QUEUES
 from workers.runtime import set_runtime
 from workers.tasks.extract import enqueue_extraction
 
 log = logging.getLogger(__name__)
+
+
+def thread_worker(queue_names: list[str], concurrency: int, name: str) -> WorkController:
+    """A Celery worker (thread pool) to start in a thread of this process, taking only
+    `queue_names` even beside another worker of the same app (workers.ops.OWN_QUEUES)."""
+    hostname = f"{name}@{socket.gethostname()}-{os.getpid()}"
+    OWN_QUEUES[hostname] = set(queue_names)
+    return WorkController(
+        app=celery_app,
+        pool="threads",
+        concurrency=concurrency,
+        queues=list(queues.ALL),  # Celery's queue selection is app-wide: select them all
+        hostname=hostname,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        loglevel=logging.WARNING,
+    )
 
 
 class EmbeddedWorker:
@@ -32,19 +53,13 @@ class EmbeddedWorker:
         celery_app.set_current()
         celery_app.set_default()
         self._stop = threading.Event()
-        self._worker = WorkController(
-            app=celery_app,
-            pool="threads",
-            concurrency=concurrency,
-            queues=list(queues.ALL),
-            hostname=f"embedded@{threading.get_native_id()}",
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            loglevel=logging.WARNING,
-        )
+        self._worker = thread_worker([queues.EXTRACT, queues.COMPRESS], concurrency, "embedded")
+        # Replay has threads of its own: a backlog of old turns never takes live ones'.
+        replay_threads = runtime.settings.replay.concurrency
+        self._replay = thread_worker([queues.REPLAY], replay_threads, "embedded-replay")
         self._threads = [
             threading.Thread(target=self._worker.start, name="celery-worker", daemon=True),
+            threading.Thread(target=self._replay.start, name="celery-replay", daemon=True),
             threading.Thread(target=self._sweep_loop, name="outbox-sweeper", daemon=True),
         ]
 
@@ -80,3 +95,4 @@ class EmbeddedWorker:
     def stop(self) -> None:
         self._stop.set()
         self._worker.stop(in_sighandler=False)
+        self._replay.stop(in_sighandler=False)

@@ -121,6 +121,22 @@ class WorkerSettings(BaseModel):
     task_events: bool = False
 
 
+class ReplaySettings(BaseModel):
+    """Re-extraction over stored turns (POST /v1/replay), on the `replay` queue."""
+
+    # Threads that take replay turns, apart from live extraction's: `tiermem serve` and
+    # `tiermem worker --replay-concurrency` run them in the same process (embedded Qdrant
+    # allows one); with a Qdrant server run `tiermem worker --queues replay` instead.
+    concurrency: int = Field(default=4, ge=1)
+    # Celery rate limit of replay turns per worker process ("20/s", "600/m"; "" = none):
+    # keeps a big replay from spending the LLM quota live turns need.
+    rate_limit: str = "20/s"
+    # The dispatcher keeps at most this many replay turns in the broker at once and tops
+    # the queue up every `dispatch_interval_s`: millions of old turns never flood Redis.
+    max_queued: int = Field(default=500, ge=1)
+    dispatch_interval_s: float = Field(default=2.0, gt=0)
+
+
 class ExtractionSettings(BaseModel):
     max_facts_per_turn: int = 10
     min_confidence: float = 0.3
@@ -210,6 +226,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
 

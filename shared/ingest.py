@@ -243,8 +243,13 @@ def _table(model: type[SQLModel]) -> Table:
 
 
 def _insert_rows(session: Session, model: type[SQLModel], rows: Sequence[SQLModel]) -> None:
-    if rows:
-        session.execute(insert(_table(model)), [row.model_dump() for row in rows])
+    if not rows:
+        return
+    values = [row.model_dump() for row in rows]
+    # Columns no row sets are left to the database (NULL): an INSERT names only what it
+    # stores, so it also runs against a schema from before a nullable column was added.
+    named = [key for key in values[0] if any(v[key] is not None for v in values)]
+    session.execute(insert(_table(model)), [{key: v[key] for key in named} for v in values])
 
 
 def _reserve_seqs(session: Session, chat_id: str, n: int, now: dt.datetime) -> int:

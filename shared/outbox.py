@@ -21,6 +21,8 @@ def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) 
         session.exec(
             select(ExtractionRun.id)
             .where(
+                # A replay's runs are its dispatcher's to send (POST /v1/replay/{id}/resume).
+                col(ExtractionRun.replay_job_id).is_(None),
                 or_(
                     and_(
                         ExtractionRun.status == "pending",
@@ -30,7 +32,7 @@ def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) 
                         col(ExtractionRun.status).in_(["running", "retrying"]),
                         col(ExtractionRun.updated_at) < running_cutoff,
                     ),
-                )
+                ),
             )
             .order_by(col(ExtractionRun.created_at))
             .limit(limit)

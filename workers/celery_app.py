@@ -19,6 +19,7 @@ def make_celery(settings: Settings) -> Celery:
             "workers.tasks.extract",
             "workers.tasks.outbox",
             "workers.tasks.compress",
+            "workers.tasks.replay",
             "workers.ops",
         ],
     )

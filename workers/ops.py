@@ -18,6 +18,10 @@ from workers.runtime import get_runtime
 
 log = logging.getLogger(__name__)
 _heartbeats: list[Heartbeat] = []
+# Workers sharing a process (`tiermem serve`, `tiermem worker --replay-concurrency`) share
+# the Celery app, whose queue selection is global; each takes only its own queues, by
+# node name, once it is up.
+OWN_QUEUES: dict[str, set[str]] = {}
 # celery.concurrency modules → the names `tiermem worker --pool` takes
 POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
 
@@ -58,9 +62,15 @@ def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInf
 def _on_ready(sender: Any, **_: Any) -> None:
     settings = get_runtime().settings
     configured = consumed_queues(sender)
+    own = OWN_QUEUES.get(sender.hostname)
+    if own is not None:
+        for queue in configured:
+            if queue not in own:
+                sender.cancel_task_queue(queue)
+        configured = [q for q in configured if q in own]
     try:
         # Queues paused for maintenance stay paused for workers started meanwhile.
-        for queue in paused_queues(settings.redis_url):
+        for queue in paused_queues(settings.redis_url) & set(configured):
             sender.cancel_task_queue(queue)
             log.warning("queue %s is paused (POST /v1/ops/queues/%s/resume)", queue, queue)
     except Exception:

@@ -20,6 +20,7 @@ from services.api.routes import (
     jobs,
     memories,
     ops,
+    replay,
     turns,
 )
 from shared.config import Settings, get_settings
@@ -62,6 +63,18 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (health, turns, chat, jobs, memories, history, context, compression, admin, ops):
+    for module in (
+        health,
+        turns,
+        chat,
+        jobs,
+        memories,
+        history,
+        context,
+        compression,
+        admin,
+        ops,
+        replay,
+    ):
         app.include_router(module.router)
     return app

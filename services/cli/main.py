@@ -1,10 +1,11 @@
 """The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, tenants, sweep,
-ops."""
+ops, replay."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.cli.ops import ops_cli
+from services.cli.replay import replay_cli
 from shared.config import Settings, get_settings
 from shared.errors import DomainError
 from shared.ingest import TranscriptLine
@@ -26,6 +28,7 @@ cli = typer.Typer(
 tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
+cli.add_typer(replay_cli, name="replay")
 console = Console(stderr=True)
 
 
@@ -126,6 +129,13 @@ def worker(
     concurrency: Annotated[int | None, typer.Option()] = None,
     pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
     beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,
+    replay_concurrency: Annotated[
+        int,
+        typer.Option(
+            help="also take the replay queue in this process, with this many threads of its "
+            "own (for an embedded Qdrant folder, which one process owns); 0 = no"
+        ),
+    ] = 0,
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """A Celery worker on TIERMEM_REDIS_URL."""
@@ -151,11 +161,20 @@ def worker(
         str(concurrency or settings.worker.concurrency),
         "--loglevel",
         loglevel,
-        "-E",
     ]
     if beat:
         settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
+    if replay_concurrency:
+        if "replay" in queues.split(","):
+            console.print(
+                "[red]--replay-concurrency is for a worker whose --queues leave out replay"
+            )
+            raise typer.Exit(2)
+        from services.embedded import thread_worker
+
+        replay_worker = thread_worker(["replay"], replay_concurrency, "replay")
+        threading.Thread(target=replay_worker.start, name="celery-replay", daemon=True).start()
     app.worker_main(argv)
 
 

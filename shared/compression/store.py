@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, update
+from sqlalchemy import Row, delete, func, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, select
@@ -72,7 +73,21 @@ def display_name(session: Session, chat_id: str) -> str:
     return speaker or "the user"
 
 
-def message_entry(m: Message, name: str, *, exact: bool = True) -> Entry:
+# The columns a message entry needs, read as plain rows: the context reads up to 500
+# messages per build, and hydrating ORM objects for them was most of the tier's cost.
+_MESSAGE_COLUMNS = (
+    col(Message.id),
+    col(Message.session_id),
+    col(Message.seq),
+    col(Message.role),
+    col(Message.speaker),
+    col(Message.content),
+    col(Message.token_count),
+    col(Message.created_at),
+)
+
+
+def message_entry(m: Message | Row[Any], name: str, *, exact: bool = True) -> Entry:
     """`exact=False` estimates the line's cost instead of counting it: for readers that
     only show the tiers (the context builder counts what it packs itself)."""
     label = message_label(m.role, m.speaker, name)
@@ -182,18 +197,20 @@ def load(
     if head_through is not None:
         head = tuple(
             message_entry(m, name, exact=exact_costs)
-            for m in session.exec(
-                select(Message)
-                .where(Message.session_id == chat.id, Message.seq <= head_through)
+            for m in session.execute(
+                sa_select(*_MESSAGE_COLUMNS)
+                .where(col(Message.session_id) == chat.id, col(Message.seq) <= head_through)
                 .order_by(col(Message.seq))
             )
         )
-    query = select(Message).where(Message.session_id == chat.id, Message.seq > covered)
+    query = sa_select(*_MESSAGE_COLUMNS).where(
+        col(Message.session_id) == chat.id, col(Message.seq) > covered
+    )
     if current_limit is None:
-        current_rows = list(session.exec(query.order_by(col(Message.seq))))
+        current_rows = list(session.execute(query.order_by(col(Message.seq))))
     else:  # the newest few, for a context that could never show more anyway
         current_rows = list(
-            session.exec(query.order_by(col(Message.seq).desc()).limit(current_limit))
+            session.execute(query.order_by(col(Message.seq).desc()).limit(current_limit))
         )
         current_rows.reverse()
     state = TierState(

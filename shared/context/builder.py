@@ -5,11 +5,13 @@ Deterministic for the same stored state: every ranking breaks ties by id.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from shared.compression.history import session_history
@@ -52,7 +54,7 @@ def build_context(
         query = _last_user_message(session, chat.id)
 
     name = _display_name(session, chat) if chat is not None else (user_external_id or "the user")
-    memories: list[tuple[Fact, float]] = []
+    memories: list[tuple[FactView, float]] = []
     hits: list[MessageHit] = []
     quarantined = 0
     if user is not None:
@@ -133,13 +135,35 @@ def _last_user_message(session: Session, chat_id: str) -> str:
     return row or ""
 
 
+class FactView(NamedTuple):
+    """The columns ranking and the prompt read: plain rows, not ORM objects (up to 90 per
+    message, and ORM loading was a sixth of a context build; bench/results/context.md)."""
+
+    id: str
+    type: str
+    content: str
+    last_seen_at: dt.datetime
+    mention_count: int
+    quarantine_reason: str | None
+
+
+_FACT_VIEW = sa_select(
+    col(Fact.id),
+    col(Fact.type),
+    col(Fact.content),
+    col(Fact.last_seen_at),
+    col(Fact.mention_count),
+    col(Fact.quarantine_reason),
+).where(col(Fact.valid_to).is_(None))
+
+
 def _rank_memories(
     runtime: Runtime,
     session: Session,
     user: User,
     vector: np.ndarray | None,
     cfg: ContextSettings,
-) -> tuple[list[tuple[Fact, float]], int]:
+) -> tuple[list[tuple[FactView, float]], int]:
     """Similarity blended with recency and mention count; superseded facts never appear
     (only active facts are in Qdrant, and rows are re-checked in SQL)."""
     now = utcnow()
@@ -149,22 +173,17 @@ def _rank_memories(
             collection, vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
         )
         similarity = {h.id: h.score for h in found}
-        rows: Sequence[Fact] = (
-            session.exec(
-                select(Fact).where(col(Fact.id).in_(list(similarity)), col(Fact.valid_to).is_(None))
-            ).all()
-            if similarity
-            else []
-        )
+        query = _FACT_VIEW.where(col(Fact.id).in_(list(similarity)))
+        rows = [FactView(*r) for r in session.execute(query)] if similarity else []
     else:  # no query yet: the most mentioned, most recent facts
-        rows = session.exec(
-            select(Fact)
-            .where(Fact.user_id == user.id, col(Fact.valid_to).is_(None))
+        query = (
+            _FACT_VIEW.where(col(Fact.user_id) == user.id)
             .order_by(col(Fact.mention_count).desc(), col(Fact.last_seen_at).desc())
             .limit(cfg.max_memories * 3)
-        ).all()
+        )
+        rows = [FactView(*r) for r in session.execute(query)]
         similarity = {r.id: 1.0 for r in rows}
-    scored: list[tuple[Fact, float]] = []
+    scored: list[tuple[FactView, float]] = []
     held = 0
     for row in rows:
         if row.quarantine_reason:
@@ -254,7 +273,7 @@ def _assemble(
     query: str,
     budget: int,
     name: str,
-    memories: list[tuple[Fact, float]],
+    memories: list[tuple[FactView, float]],
     hits: list[MessageHit],
     history: list[HistoryEntry],
     cfg: ContextSettings,
@@ -269,7 +288,7 @@ def _assemble(
     # memories: take in rank order within their share, then show grouped by type
     share_end = packer.used + int(budget * cfg.memories_share)
     header = t.MEMORIES_HEADER.format(user=name)
-    kept: list[tuple[Fact, float]] = []
+    kept: list[tuple[FactView, float]] = []
     if memories and packer.take(header, share_end):
         for row, score in memories:
             line = t.MEMORY_LINE.format(date=t.day(row.last_seen_at), content=row.content)

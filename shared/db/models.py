@@ -145,7 +145,10 @@ class ExtractionRun(SQLModel, table=True):
     """One extraction of one turn: what the API calls a job."""
 
     __tablename__ = "extraction_runs"
-    __table_args__ = (Index("ix_runs_status_updated", "status", "updated_at"),)
+    __table_args__ = (
+        Index("ix_runs_status_updated", "status", "updated_at"),
+        Index("ix_runs_replay_job_status", "replay_job_id", "status"),
+    )
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
     tenant_id: str = Field(foreign_key="tenants.id", index=True)
@@ -172,6 +175,34 @@ class ExtractionRun(SQLModel, table=True):
     skipped_reason: str | None = Field(default=None, max_length=64)
     created_at: dt.datetime = Field(default_factory=utcnow)
     enqueued_at: dt.datetime | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+    # Set on the runs of a replay (None for live extraction): its job and mode. A dry run
+    # or rebuild keeps the extracted facts in `staged` (status "staged") until the job
+    # diffs or swaps them in.
+    replay_job_id: str | None = Field(default=None, max_length=36)
+    replay_mode: str | None = Field(default=None, max_length=16)
+    staged: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class ReplayJob(SQLModel, table=True):
+    """Re-extraction over stored turns: POST /v1/replay, GET /v1/replay/{id}."""
+
+    __tablename__ = "replay_jobs"
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str | None = Field(default=None, max_length=36)  # None: every tenant
+    mode: str = Field(max_length=16)  # dry_run | apply | rebuild
+    selection: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    status: str = Field(default="running", max_length=16)  # running | cancelled | done
+    total: int = 0
+    extractor: str = Field(max_length=16)
+    extractor_version: str = Field(max_length=32)
+    # Per user (internal id): the dry run's diff, or what a rebuild retired and wrote.
+    report: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: dt.datetime = Field(default_factory=utcnow)
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     updated_at: dt.datetime = Field(default_factory=utcnow)

@@ -24,7 +24,19 @@ from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-FINISHED = ("done", "skipped")
+FINISHED = ("done", "skipped", "staged")
+# Replay modes that extract into the run's `staged` field instead of writing memory.
+STAGING_MODES = ("dry_run", "rebuild")
+
+
+def staged_payload(result: ExtractionResult, turn: TurnInput) -> dict[str, object]:
+    return {
+        "facts": [fact.model_dump(mode="json") for fact in result.facts],
+        "seen_at": turn.session_date.isoformat(),
+        "extractor": result.extractor,
+        "extractor_version": result.extractor_version,
+        "model": result.model,
+    }
 
 
 @dataclass
@@ -52,17 +64,27 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
     if isinstance(claimed, RunOutcome):
         return claimed
     turn, run = claimed
+    replay = run.replay_job_id is not None
     try:
-        # History search's vectors first: a turn whose extraction fails for good is still
-        # found by meaning, and a vector-store error here is retried before any LLM call.
-        index_messages(
-            runtime=runtime,
-            tenant_id=run.tenant_id,
-            user_id=run.user_id,
-            message_ids=[i for i in (run.message_id, run.reply_message_id) if i],
-        )
+        if not replay:
+            # History search's vectors first: a turn whose extraction fails for good is
+            # still found by meaning, and a vector-store error here is retried before any
+            # LLM call. (A replay re-reads turns whose messages are indexed already.)
+            index_messages(
+                runtime=runtime,
+                tenant_id=run.tenant_id,
+                user_id=run.user_id,
+                message_ids=[i for i in (run.message_id, run.reply_message_id) if i],
+            )
         result = runtime.extractor.extract(turn)
-        grown = run.session_id if run.reply_message_id else None
+        grown = run.session_id if run.reply_message_id and not replay else None
+        if run.replay_mode in STAGING_MODES and not result.skipped_reason:
+            # A dry run or rebuild keeps what it extracted; the job diffs or swaps it in
+            # once every turn of the user is extracted (shared.replay).
+            outcome = RunOutcome(run_id, "staged")
+            fields = {**_result_fields(result), "staged": staged_payload(result, turn)}
+            _finish(runtime, run_id, outcome, result_fields=fields, started=started)
+            return outcome
         if result.skipped_reason or not result.facts:
             outcome = RunOutcome(
                 run_id, "skipped" if result.skipped_reason else "done", compress_session_id=grown
@@ -138,8 +160,8 @@ def _claim(runtime: Runtime, run_id: str) -> tuple[TurnInput, ExtractionRun] | R
         run.attempts += 1
         run.started_at = utcnow()
         run.updated_at = run.started_at
-        message.extraction_status = "running"
-        session.add_all([run, message])
+        session.add(run)
+        _set_message_status(session, run, "running")
         turn = TurnInput(
             user_message=message.content,
             assistant_message=reply.content if reply else None,
@@ -205,6 +227,8 @@ def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> 
 
 
 def _set_message_status(session: Session, run: ExtractionRun, status: str) -> None:
+    if run.replay_job_id is not None:
+        return  # the message's status is its live extraction's
     message = session.get(Message, run.message_id)
     if message is not None:
         message.extraction_status = status

@@ -32,6 +32,8 @@ class WriteOutcome:
     merged: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)  # ids of the facts retired
     unchanged: list[str] = field(default_factory=list)  # already recorded from this message
+    # What the vector store must get once SQL committed: fact id → its vector.
+    vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,38 @@ def write_facts(
     dedup_threshold: float,
 ) -> WriteOutcome:
     """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
+    outcome = apply_facts(
+        session=session,
+        vectors=vectors,
+        collection=collection,
+        facts=facts,
+        embeddings=embeddings,
+        prov=prov,
+        dedup_threshold=dedup_threshold,
+    )
+    session.commit()
+    mirror_to_vectors(
+        session=session,
+        vectors=vectors,
+        collection=collection,
+        user_id=prov.user_id,
+        outcomes=[outcome],
+    )
+    return outcome
+
+
+def apply_facts(
+    *,
+    session: Session,
+    vectors: VectorStore,
+    collection: str,
+    facts: Sequence[TypedFact],
+    embeddings: np.ndarray,
+    prov: Provenance,
+    dedup_threshold: float,
+) -> WriteOutcome:
+    """The SQL half of write_facts: flushed, not committed. A replay's rebuild applies many
+    turns in one transaction this way; a dry run applies them and rolls back."""
     # Near neighbours are looked up before the SQL transaction opens: with SQLite that
     # transaction holds the database-wide write lock, which vector searches must not
     # prolong. The per-user lock the caller holds keeps the collection unchanged meanwhile.
@@ -84,7 +118,7 @@ def write_facts(
     # instead of deciding from a stale read (a lost merge, or a fact superseding its twin).
     session.exec(select(User.id).where(User.id == prov.user_id).with_for_update())
     outcome = WriteOutcome()
-    to_upsert: dict[str, np.ndarray] = {}
+    to_upsert = outcome.vectors
     # Facts added earlier in this same batch: not yet in the vector store.
     batch: list[tuple[Fact, np.ndarray]] = []
 
@@ -135,14 +169,23 @@ def write_facts(
         to_upsert[new.id] = vector
         outcome.added.append(new.id)
 
-    session.commit()
+    session.flush()
+    return outcome
 
-    # Vector store after SQL: a crash here is repaired by the run's retry (same ids) or by
-    # `tiermem reindex`; SQL never points at a fact the user cannot get back.
-    retired = _retired_by(session, prov.user_id, [*outcome.added, *outcome.unchanged])
-    retired.extend(i for i in outcome.superseded if i not in retired)
-    if retired:
-        vectors.delete(collection, retired)
+
+def mirror_to_vectors(
+    *,
+    session: Session,
+    vectors: VectorStore,
+    collection: str,
+    user_id: str,
+    outcomes: Sequence[WriteOutcome],
+    retired: Sequence[str] = (),
+) -> None:
+    """After the commit: new and merged facts in, retired ones out — in that order, so no
+    search meanwhile misses a fact that stays. A crash here is repaired by the run's retry
+    (same ids) or by `tiermem reindex`; SQL never points at a fact the user cannot get back."""
+    to_upsert = {k: v for o in outcomes for k, v in o.vectors.items()}
     if to_upsert:
         rows = session.exec(select(Fact).where(col(Fact.id).in_(list(to_upsert)))).all()
         vectors.upsert(
@@ -153,7 +196,14 @@ def write_facts(
                 if r.valid_to is None
             ],
         )
-    return outcome
+    kept = [i for o in outcomes for i in (*o.added, *o.unchanged)]
+    gone = list(dict.fromkeys([
+        *retired,
+        *_retired_by(session, user_id, kept),
+        *(i for o in outcomes for i in o.superseded),
+    ]))  # fmt: skip
+    if gone:
+        vectors.delete(collection, gone)
 
 
 def _find_duplicate(

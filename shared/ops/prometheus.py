@@ -18,7 +18,7 @@ from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
 from shared.ops import metrics
-from shared.ops.queues import snapshot
+from shared.ops.queues import RUN_TABLES, snapshot
 from shared.ops.workers import HeartbeatStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -104,11 +104,10 @@ def _queues(out: Exposition, session: Session, settings: Settings) -> list[Any]:
 
 def _runs(out: Exposition, session: Session) -> None:
     out.family("tiermem_runs_total", "counter", "runs by queue and status")
-    for queue, status_col in (
-        ("extract", col(ExtractionRun.status)),
-        ("compress", col(CompressionRun.status)),
-    ):
-        for status, count in session.execute(select(status_col, func.count()).group_by(status_col)):
+    for queue, table in RUN_TABLES.items():
+        status_col = col(table.model.status)
+        query = select(status_col, func.count()).where(table.scope()).group_by(status_col)
+        for status, count in session.execute(query):
             out.sample("tiermem_runs_total", count, queue=queue, status=status)
     out.histogram(
         "tiermem_extraction_duration_seconds",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import case, func
+from sqlalchemy import case, func, true
 from sqlmodel import Session, col, select
 
 from shared.config import Settings
@@ -137,11 +137,12 @@ def percentile_of(values: Sequence[float], q: float) -> float | None:
     return round(ordered[index], 1)
 
 
-def _windows(session: Session, model: Any, now: dt.datetime) -> list[Window]:
+def _windows(session: Session, model: Any, scope: Any, now: dt.datetime) -> list[Window]:
     """Runs finished in each window; one read of the longest window, cut in Python."""
     since = now - dt.timedelta(minutes=max(WINDOWS_MIN))
     rows = session.exec(
         select(model.finished_at, model.status, model.attempts, model.duration_ms).where(
+            scope,
             col(model.finished_at) >= since,
             col(model.status).in_(("done", "skipped", "failed", "cannot_fit", "partial")),
         )
@@ -173,19 +174,20 @@ def utc(value: dt.datetime) -> dt.datetime:
 
 
 def _sql_queue(
-    session: Session, model: Any, kind: str, now: dt.datetime, failed_limit: int
+    session: Session, table: _RunTable, now: dt.datetime, failed_limit: int
 ) -> dict[str, Any]:
+    model, scope = table.model, table.scope()
     waiting = ("pending", "retrying")
     pending, running, oldest = session.exec(
         select(
             func.sum(case((col(model.status).in_(waiting), 1), else_=0)),
             func.sum(case((col(model.status) == "running", 1), else_=0)),
             func.min(case((col(model.status).in_(waiting), model.created_at), else_=None)),
-        ).where(col(model.status).in_((*waiting, "running")))
+        ).where(scope, col(model.status).in_((*waiting, "running")))
     ).one()
     failed = session.exec(
         select(model)
-        .where(model.status == "failed")
+        .where(scope, model.status == "failed")
         .order_by(col(model.finished_at).desc())
         .limit(failed_limit)
     ).all()
@@ -195,11 +197,11 @@ def _sql_queue(
         "oldest_pending_age_s": (
             round((now - utc(oldest)).total_seconds(), 1) if oldest is not None else None
         ),
-        "windows": _windows(session, model, now),
+        "windows": _windows(session, model, scope, now),
         "failed_runs": [
             FailedRun(
                 id=r.id,
-                kind=kind,
+                kind=table.kind,
                 tenant_id=r.tenant_id,
                 status=r.status,
                 attempts=r.attempts,
@@ -211,34 +213,26 @@ def _sql_queue(
     }
 
 
-# The SQL table behind each queue's work. Replay runs are extraction runs too (issue 5's
-# replay writes them with their own trigger), so until then the replay row is broker-only.
-_RUN_TABLES: dict[str, tuple[Any, str]] = {
-    EXTRACT: (ExtractionRun, "extract_turn"),
-    COMPRESS: (CompressionRun, "compress_session"),
+@dataclass(frozen=True)
+class _RunTable:
+    """The SQL rows behind a queue's work: a table, and which of its rows."""
+
+    model: Any
+    kind: str
+    replay: bool | None = None  # extraction runs: live (False) or a replay's (True)
+
+    def scope(self) -> Any:
+        if self.replay is None:
+            return true()
+        column = col(ExtractionRun.replay_job_id)
+        return column.is_not(None) if self.replay else column.is_(None)
+
+
+RUN_TABLES: dict[str, _RunTable] = {
+    EXTRACT: _RunTable(ExtractionRun, "extract_turn", replay=False),
+    COMPRESS: _RunTable(CompressionRun, "compress_session"),
+    REPLAY: _RunTable(ExtractionRun, "replay_turn", replay=True),
 }
-
-
-def _empty_sql() -> dict[str, Any]:
-    return {
-        "pending": 0,
-        "running": 0,
-        "oldest_pending_age_s": None,
-        "windows": [
-            Window(
-                minutes=m,
-                finished=0,
-                failed=0,
-                retried=0,
-                per_minute=0.0,
-                failure_rate=0.0,
-                duration_ms_p50=None,
-                duration_ms_p95=None,
-            )
-            for m in WINDOWS_MIN
-        ],
-        "failed_runs": [],
-    }
 
 
 def tenant_stats(session: Session, settings: Settings, now: dt.datetime) -> list[TenantStats]:
@@ -250,7 +244,14 @@ def tenant_stats(session: Session, settings: Settings, now: dt.datetime) -> list
             select(
                 ExtractionRun.tenant_id,
                 func.sum(
-                    case((col(ExtractionRun.status).in_(("pending", "retrying")), 1), else_=0)
+                    case(
+                        (
+                            col(ExtractionRun.status).in_(("pending", "retrying"))
+                            & col(ExtractionRun.replay_job_id).is_(None),
+                            1,
+                        ),
+                        else_=0,
+                    )
                 ),
                 func.sum(ExtractionRun.prompt_tokens),
                 func.sum(ExtractionRun.completion_tokens),
@@ -310,8 +311,7 @@ def snapshot(
     broker = read_broker(settings.redis_url)
     queues = []
     for name in QUEUES:
-        table = _RUN_TABLES.get(name)
-        sql = _sql_queue(session, table[0], table[1], now, failed_limit) if table else _empty_sql()
+        sql = _sql_queue(session, RUN_TABLES[name], now, failed_limit)
         queues.append(
             QueueStats(
                 name=name,

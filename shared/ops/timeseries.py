@@ -35,9 +35,11 @@ class Series(BaseModel):
 def per_minute(*, session: Session, minutes: int, now: dt.datetime | None = None) -> Series:
     now = (now or utcnow()).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     start = now - dt.timedelta(minutes=minutes)
+    live = col(ExtractionRun.replay_job_id).is_(None)
     # Waiting when the window opens: created before it, started in it or not at all.
     base = session.exec(
         select(func.count()).where(
+            live,
             col(ExtractionRun.created_at) < start,
             or_(col(ExtractionRun.started_at).is_(None), col(ExtractionRun.started_at) >= start),
         )
@@ -45,19 +47,19 @@ def per_minute(*, session: Session, minutes: int, now: dt.datetime | None = None
     created = sorted(
         utc(t)
         for t in session.exec(
-            select(ExtractionRun.created_at).where(col(ExtractionRun.created_at) >= start)
+            select(ExtractionRun.created_at).where(live, col(ExtractionRun.created_at) >= start)
         ).all()
     )
     started = sorted(
         utc(t)
         for t in session.exec(
-            select(ExtractionRun.started_at).where(col(ExtractionRun.started_at) >= start)
+            select(ExtractionRun.started_at).where(live, col(ExtractionRun.started_at) >= start)
         ).all()
         if t is not None
     )
     finished = session.exec(
         select(ExtractionRun.finished_at, ExtractionRun.status, ExtractionRun.duration_ms).where(
-            col(ExtractionRun.finished_at) >= start
+            live, col(ExtractionRun.finished_at) >= start
         )
     ).all()
     by_minute: dict[int, list[tuple[str, float]]] = {}

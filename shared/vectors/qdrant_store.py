@@ -37,6 +37,10 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 # point, 15 MB for 10k × 384). Above this many points a collection is left to Qdrant's
 # own search rather than doubling the process's memory for it.
 MAX_INDEXED_POINTS = 200_000
+# Below this many points Qdrant's own brute force is about as fast, and building an index
+# for a collection searched once (many users, one query each) costs more than it saves
+# (bench/results/context.md, scenario c).
+MIN_INDEXED_POINTS = 500
 
 
 class QdrantVectorStore:
@@ -55,6 +59,7 @@ class QdrantVectorStore:
         in_memory: bool = False,
         api_key: str | None = None,
         max_indexed_points: int = MAX_INDEXED_POINTS,
+        min_indexed_points: int = MIN_INDEXED_POINTS,
     ) -> None:
         chosen = [
             name
@@ -71,6 +76,7 @@ class QdrantVectorStore:
 
         self._url = url
         self._max_indexed_points = max_indexed_points
+        self._min_indexed_points = min_indexed_points
         self._path = str(Path(path).resolve()) if path else None
         self._mode: Mode = "server" if url else ("embedded" if path else "memory")
         # Server requests are independent HTTP calls; the embedded client shares numpy
@@ -82,6 +88,8 @@ class QdrantVectorStore:
         # Local modes only: collection → in-process exact index, loaded on first search and
         # kept in step by our own writes (this process owns the data). Guarded by _lock.
         self._indexes: dict[str, ExactIndex] = {}
+        # Collections too small to index: their point count, an upper bound kept by upserts.
+        self._small: dict[str, int] = {}
         self._closed = False
         self._client = self._open_client(api_key)
 
@@ -214,6 +222,7 @@ class QdrantVectorStore:
 
     def _create(self, collection: str, dim: int) -> int:
         self._indexes.pop(collection, None)
+        self._small.pop(collection, None)
         config = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
         try:
             self._call(lambda: self._client.create_collection(collection, vectors_config=config))
@@ -258,9 +267,14 @@ class QdrantVectorStore:
                 # Dropped behind our cache's back (delete-user in another process): recreate.
                 self._known.pop(collection, None)
                 self._indexes.pop(collection, None)
+                self._small.pop(collection, None)
                 self.ensure_collection(collection, dim)
                 self._call(write)
             self._index_written(collection, [str(s.id) for s in structs])
+            if collection in self._small:
+                self._small[collection] += len(structs)
+                if self._small[collection] >= self._min_indexed_points:
+                    del self._small[collection]  # the next search counts and indexes it
 
     def _index_written(self, collection: str, ids: list[str]) -> None:
         """Copy just-written points into the collection's index, if it has one (lock held)."""
@@ -290,6 +304,7 @@ class QdrantVectorStore:
                     raise
                 self._known.pop(collection, None)
                 self._indexes.pop(collection, None)
+                self._small.pop(collection, None)
                 return
             index = self._indexes.get(collection)
             if index is not None:
@@ -355,13 +370,17 @@ class QdrantVectorStore:
         index = self._indexes.get(collection)
         if index is not None:
             return index
+        if collection in self._small:
+            return None
         try:
             dim = self._existing_dim(collection)
-            if (
-                dim is None
-                or self._call(lambda: self._client.count(collection, exact=True)).count
-                > self._max_indexed_points
-            ):
+            if dim is None:
+                return None
+            size = self._call(lambda: self._client.count(collection, exact=True)).count
+            if size < self._min_indexed_points:
+                self._small[collection] = size
+                return None
+            if size > self._max_indexed_points:
                 return None
             index = ExactIndex(dim)
             offset: Any = None
@@ -428,6 +447,7 @@ class QdrantVectorStore:
         with self._lock:
             self._known.pop(collection, None)
             self._indexes.pop(collection, None)
+            self._small.pop(collection, None)
             try:
                 self._call(lambda: self._client.delete_collection(collection))
             except (UnexpectedResponse, ValueError) as exc:
@@ -446,6 +466,7 @@ class QdrantVectorStore:
             self._closed = True
             self._known.clear()
             self._indexes.clear()
+            self._small.clear()
             # Releases the embedded folder lock, so another process (or store) may open it.
             self._client.close()
 

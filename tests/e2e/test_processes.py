@@ -66,8 +66,21 @@ class Stack:
         return proc
 
     def start_api(self) -> None:
-        self.start("api", name="api")
-        wait_for(self._healthy, timeout=60, what="the API to answer /healthz")
+        # A port picked just before use: one picked early can be taken meanwhile (an
+        # outgoing connection's ephemeral port), and the API would exit at bind.
+        self.port = free_port()
+        api = self.start("api", name="api")
+
+        def up() -> bool:
+            if api.poll() is not None:
+                raise AssertionError(f"the API exited with {api.returncode}:\n{self.logs()}")
+            return self._healthy()
+
+        try:
+            wait_for(up, timeout=60, what="the API to answer /healthz")
+        except AssertionError:
+            print(self.logs(), file=sys.stderr)
+            raise
 
     def start_worker(
         self, *args: str, extra_env: dict[str, str] | None = None

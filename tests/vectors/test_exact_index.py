@@ -41,7 +41,8 @@ def make_store_fixture(
         target = (
             {"in_memory": True} if request.param == "memory" else {"path": str(tmp_path / "qdrant")}
         )
-        opened.append(QdrantVectorStore(**target, **kwargs))
+        # Index even the tiny collections here (the product leaves those to Qdrant).
+        opened.append(QdrantVectorStore(**target, **{"min_indexed_points": 0, **kwargs}))
         return opened[-1]
 
     yield make
@@ -148,7 +149,7 @@ def test_cached_search_matches_qdrant_under_random_writes(store: QdrantVectorSto
 def test_index_follows_drop_recreate_and_reopen(tmp_path: Path) -> None:
     folder = str(tmp_path / "qdrant")
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
-    with QdrantVectorStore(path=folder) as store:
+    with QdrantVectorStore(path=folder, min_indexed_points=0) as store:
         store.upsert("c", [VectorPoint(a, [1.0, 0.0], {"k": 1})])
         assert [h.id for h in store.search("c", [1.0, 0.0], limit=5)] == [a]
         store.drop_collection("c")
@@ -162,7 +163,7 @@ def test_index_follows_drop_recreate_and_reopen(tmp_path: Path) -> None:
         assert (hit.id, hit.payload) == (a, {"k": 3})
         assert abs(hit.score) < 1e-6
     # A fresh store loads the index from the folder on its first search.
-    with QdrantVectorStore(path=folder) as store:
+    with QdrantVectorStore(path=folder, min_indexed_points=0) as store:
         assert "c" not in store._indexes
         [hit] = store.search("c", [1.0, 0.0, 0.0], limit=5, payload_filter={"k": 3})
         assert hit.id == a
@@ -210,3 +211,18 @@ def test_enum_filter_values_match_their_plain_values(store: QdrantVectorStore) -
         got = store.search("e", [1.0, 1.0], limit=5, payload_filter=payload_filter)
         want = qdrant_search(store, "e", [1.0, 1.0], limit=5, payload_filter=payload_filter)
         assert [h.id for h in got] == [h.id for h in want] == [a]
+
+
+def test_small_collections_are_left_to_qdrant_until_they_grow(
+    make_store: Callable[..., QdrantVectorStore],
+) -> None:
+    store = make_store(min_indexed_points=5)
+    ids = [str(uuid.uuid4()) for _ in range(6)]
+    store.upsert("c", [VectorPoint(i, [1.0, float(n)], {}) for n, i in enumerate(ids[:4])])
+    assert [h.id for h in store.search("c", [1.0, 0.0], limit=1)] == [ids[0]]
+    assert "c" not in store._indexes  # 4 points: Qdrant's own search
+    store.upsert("c", [VectorPoint(ids[4], [0.0, 1.0], {})])
+    assert [h.id for h in store.search("c", [0.0, 1.0], limit=1)] == [ids[4]]
+    assert "c" in store._indexes and len(store._indexes["c"]) == 5
+    store.upsert("c", [VectorPoint(ids[5], [-1.0, 0.0], {})])  # kept in step from now on
+    assert [h.id for h in store.search("c", [-1.0, 0.0], limit=1)] == [ids[5]]

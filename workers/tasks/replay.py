@@ -1,0 +1,61 @@
+"""Replay tasks on the `replay` queue: a dispatcher that meters turns into the broker,
+and one task per turn. The domain code is in shared.replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+from sqlmodel import Session
+
+from shared import replay
+from shared.config import get_settings
+from shared.db.models import ExtractionRun
+from shared.extraction.pipeline import run_extraction
+from shared.ops.queues import read_broker
+from workers import queues
+from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
+from workers.runtime import get_runtime
+
+_settings = get_settings().replay
+
+
+@app.task(name="tiermem.replay_dispatch", **TRANSIENT_RETRY)
+def replay_dispatch_task(self: Task, job_id: str) -> int:
+    """Top the replay queue up to `max_queued`, then come back while turns remain unsent."""
+    runtime = get_runtime()
+    settings = runtime.settings.replay
+    with Session(runtime.engine) as session:
+        if replay.job_status(session, job_id) != "running":
+            return 0  # cancelled (resume starts a new dispatcher) or done
+    broker = read_broker(runtime.settings.redis_url, [queues.REPLAY])
+    room = settings.max_queued - broker.depth.get(queues.REPLAY, 0)
+    with Session(runtime.engine) as session:
+        run_ids, remaining = replay.next_batch(session=session, job_id=job_id, limit=max(0, room))
+    for run_id in run_ids:
+        replay_turn_task.apply_async(args=[run_id])
+    if remaining:
+        replay_dispatch_task.apply_async(args=[job_id], countdown=settings.dispatch_interval_s)
+    return len(run_ids)
+
+
+@app.task(name="tiermem.replay_turn", rate_limit=_settings.rate_limit or None, **TRANSIENT_RETRY)
+def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
+    runtime = get_runtime()
+    with Session(runtime.engine) as session:
+        run = session.get(ExtractionRun, run_id)
+        if run is None or run.replay_job_id is None:
+            return {"run_id": run_id, "status": "gone"}
+        job_id, user_id = run.replay_job_id, run.user_id
+        if replay.job_status(session, job_id) != "running":
+            return {"run_id": run_id, "status": "cancelled"}  # stays pending for a resume
+    outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+    replay.finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
+    with Session(runtime.engine) as session:
+        replay.finish_job_if_done(session=session, job_id=job_id)
+    return outcome.as_dict()
+
+
+def start_replay(job_id: str) -> None:
+    """Call after the job's runs committed (POST /v1/replay, its resume, the CLI)."""
+    replay_dispatch_task.apply_async(args=[job_id])
