@@ -296,7 +296,8 @@ def render(
     alone, beside = result["alone"], result["beside"]
     total = args.stored
     rate = result["rate"]
-    hours = total / rate / 3600 if rate else float("inf")
+    minutes = total / rate / 60 if rate else float("inf")
+    projected = f"{minutes / 60:.1f} h" if minutes >= 90 else f"{minutes:.0f} min"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     def row(name: str, t: LiveTraffic) -> str:
@@ -327,7 +328,7 @@ def render(
             "|---|---|---|---|---|---|",
             f"| over {result['elapsed']:.0f} s after {args.warmup:g} s warm-up | "
             f"{result['finished']} "
-            f"| {rate:.1f} turns/s | {hours:.1f} h | {result['worker_cpu']:.0f} % | "
+            f"| {rate:.1f} turns/s | {projected} | {result['worker_cpu']:.0f} % | "
             f"{result['machine']:.0f} % |",
             "",
             "| live extraction | turns | delay p50 ms | p95 ms | max ms | lost |",

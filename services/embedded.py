@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 
@@ -19,7 +20,7 @@ from shared.outbox import claim_lost_runs
 from shared.runtime import Runtime
 from workers import queues
 from workers.celery_app import app as celery_app
-from workers.ops import OWN_QUEUES
+from workers.ops import AFTER_READY, OWN_QUEUES
 from workers.runtime import set_runtime
 from workers.tasks.extract import enqueue_extraction
 
@@ -57,9 +58,9 @@ class EmbeddedWorker:
         # Replay has threads of its own: a backlog of old turns never takes live ones'.
         replay_threads = runtime.settings.replay.concurrency
         self._replay = thread_worker([queues.REPLAY], replay_threads, "embedded-replay")
+        AFTER_READY[self._worker.hostname] = [self._replay.start]
         self._threads = [
             threading.Thread(target=self._worker.start, name="celery-worker", daemon=True),
-            threading.Thread(target=self._replay.start, name="celery-replay", daemon=True),
             threading.Thread(target=self._sweep_loop, name="outbox-sweeper", daemon=True),
         ]
 
@@ -96,3 +97,25 @@ class EmbeddedWorker:
         self._stop.set()
         self._worker.stop(in_sighandler=False)
         self._replay.stop(in_sighandler=False)
+
+
+def run_worker_pair(queue_names: list[str], concurrency: int, replay_concurrency: int) -> None:
+    """`tiermem worker --replay-concurrency N`: live queues and the replay queue on thread
+    pools of their own, in this one process (it owns the embedded Qdrant folder), until
+    SIGTERM or SIGINT. The replay worker starts once the live one is up."""
+    celery_app.set_current()
+    celery_app.set_default()
+    live = thread_worker(queue_names, concurrency, "worker")
+    replay = thread_worker([queues.REPLAY], replay_concurrency, "replay")
+    AFTER_READY[live.hostname] = [replay.start]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=live.start, name="celery-worker", daemon=True).start()
+    log.warning(
+        "worker: %s on %d threads, replay on %d threads", ",".join(queue_names), concurrency,
+        replay_concurrency,
+    )  # fmt: skip
+    stop.wait()
+    for worker in (live, replay):  # warm shutdown: running tasks finish, the rest stay queued
+        worker.stop(in_sighandler=False)

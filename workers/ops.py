@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
@@ -22,6 +24,9 @@ _heartbeats: list[Heartbeat] = []
 # the Celery app, whose queue selection is global; each takes only its own queues, by
 # node name, once it is up.
 OWN_QUEUES: dict[str, set[str]] = {}
+# Started once the named worker is up: two workers connecting to the broker at the same
+# moment share kombu connections in a way that crashes one of them.
+AFTER_READY: dict[str, list[Callable[[], object]]] = {}
 # celery.concurrency modules → the names `tiermem worker --pool` takes
 POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
 
@@ -83,6 +88,8 @@ def _on_ready(sender: Any, **_: Any) -> None:
     )
     beat.start()
     _heartbeats.append(beat)
+    for start in AFTER_READY.pop(sender.hostname, []):
+        threading.Thread(target=start, name="celery-after-ready", daemon=True).start()
 
 
 @worker_shutdown.connect

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -166,15 +165,17 @@ def worker(
         settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
     if replay_concurrency:
-        if "replay" in queues.split(","):
+        if "replay" in queues.split(",") or beat:
             console.print(
-                "[red]--replay-concurrency is for a worker whose --queues leave out replay"
+                "[red]--replay-concurrency is for a worker whose --queues leave out replay, "
+                "without --beat (run `tiermem beat` on its own)"
             )
             raise typer.Exit(2)
-        from services.embedded import thread_worker
+        from services.embedded import run_worker_pair
 
-        replay_worker = thread_worker(["replay"], replay_concurrency, "replay")
-        threading.Thread(target=replay_worker.start, name="celery-replay", daemon=True).start()
+        live_threads = concurrency or settings.worker.concurrency
+        run_worker_pair(queues.split(","), live_threads, replay_concurrency)
+        return
     app.worker_main(argv)
 
 
