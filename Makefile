@@ -26,3 +26,4 @@ bench:
 	$(BIN)/python -m bench.bench_extraction
 	$(BIN)/python -m bench.bench_context
 	$(BIN)/python -m bench.bench_compression
+	$(BIN)/python -m bench.bench_replay
