@@ -12,7 +12,9 @@ import os
 import signal
 import socket
 import threading
+from typing import Any
 
+from celery import signals
 from celery.worker import WorkController
 
 from shared.db.engine import session_scope
@@ -27,12 +29,19 @@ from workers.tasks.extract import enqueue_extraction
 log = logging.getLogger(__name__)
 
 
+class _ThreadWorker(WorkController):  # type: ignore[misc]  # celery is untyped
+    def on_consumer_ready(self, consumer: Any) -> None:
+        # Only `celery worker`'s own class announces readiness; our handlers hang off it
+        # (queue selection, heartbeats, starting the replay pool: workers/ops.py).
+        signals.worker_ready.send(sender=consumer)
+
+
 def thread_worker(queue_names: list[str], concurrency: int, name: str) -> WorkController:
     """A Celery worker (thread pool) to start in a thread of this process, taking only
     `queue_names` even beside another worker of the same app (workers.ops.OWN_QUEUES)."""
     hostname = f"{name}@{socket.gethostname()}-{os.getpid()}"
     OWN_QUEUES[hostname] = set(queue_names)
-    return WorkController(
+    return _ThreadWorker(
         app=celery_app,
         pool="threads",
         concurrency=concurrency,

@@ -71,7 +71,9 @@ def _on_ready(sender: Any, **_: Any) -> None:
     if own is not None:
         for queue in configured:
             if queue not in own:
-                sender.cancel_task_queue(queue)
+                # This consumer only: cancel_task_queue would deselect the queue app-wide,
+                # and the process's other worker would start without it.
+                sender.task_consumer.cancel_by_queue(queue)
         configured = [q for q in configured if q in own]
     try:
         # Queues paused for maintenance stay paused for workers started meanwhile.
