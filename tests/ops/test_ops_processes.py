@@ -116,6 +116,12 @@ def test_depth_drain_workers_and_metrics(stack: Stack, scripted_llm: ScriptedLLM
         check=True,
     ).stdout
     assert "workers (1 live)" in status
+    watch = subprocess.run(
+        [TIERMEM, "ops", "watch", "--interval", "0.5", "--count", "2"],
+        env={**stack.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+        check=True,
+    ).stdout  # fmt: skip
+    assert "queues · broker: redis" in watch and "│ extract" in watch
     extract_row = next(line for line in status.splitlines() if "│ extract" in line)
     assert [cell.strip() for cell in extract_row.split("│")[2:6]] == ["0", "0", "0", "0"]
 
