@@ -302,6 +302,8 @@ def render(
 
     def row(name: str, t: LiveTraffic) -> str:
         d = t.delays_ms
+        if not d:
+            return f"| {name} | 0 | — | — | — | {t.lost} |"
         return (
             f"| {name} | {len(d)} | {percentile(d, 50):.0f} | {percentile(d, 95):.0f} | "
             f"{max(d):.0f} | {t.lost} |"
