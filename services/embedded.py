@@ -109,22 +109,28 @@ class EmbeddedWorker:
 
 
 def run_worker_pair(queue_names: list[str], concurrency: int, replay_concurrency: int) -> None:
-    """`tiermem worker --replay-concurrency N`: live queues and the replay queue on thread
-    pools of their own, in this one process (it owns the embedded Qdrant folder), until
-    SIGTERM or SIGINT. The replay worker starts once the live one is up."""
+    """`tiermem worker --replay-concurrency N`: live queues and the replay queue in this one
+    process (it owns the embedded Qdrant folder), until SIGTERM or SIGINT.
+
+    One thread pool of `concurrency + N` takes both; a replay turn beyond N at once goes
+    back to the broker for a second (workers.tasks.replay.REPLAY_SLOTS), so `concurrency`
+    threads stay free for live turns. (Two Celery workers in one process over Redis each
+    run a kombu event loop, and the live one was seen starving: docs/benchmarks.md.)
+    """
+    from workers.tasks import replay as replay_tasks
+
     celery_app.set_current()
     celery_app.set_default()
-    live = thread_worker(queue_names, concurrency, "worker")
-    replay = thread_worker([queues.REPLAY], replay_concurrency, "replay")
-    AFTER_READY[live.hostname] = [replay.start]
+    replay_tasks.REPLAY_SLOTS = threading.BoundedSemaphore(replay_concurrency)
+    threads = concurrency + replay_concurrency
+    worker = thread_worker([*queue_names, queues.REPLAY], threads, "worker")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    threading.Thread(target=live.start, name="celery-worker", daemon=True).start()
+    threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
     log.warning(
-        "worker: %s on %d threads, replay on %d threads", ",".join(queue_names), concurrency,
-        replay_concurrency,
+        "worker: %s on %d threads, at most %d of them replay", ",".join(queue_names),
+        threads, replay_concurrency,
     )  # fmt: skip
     stop.wait()
-    for worker in (live, replay):  # warm shutdown: running tasks finish, the rest stay queued
-        worker.stop(in_sighandler=False)
+    worker.stop(in_sighandler=False)  # warm shutdown: running tasks finish, the rest stay queued

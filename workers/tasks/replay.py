@@ -3,6 +3,7 @@ and one task per turn. The domain code is in shared.replay."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from celery import Task
@@ -18,6 +19,10 @@ from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 
 _settings = get_settings().replay
+# Set by `tiermem worker --replay-concurrency N`, whose one thread pool takes live and
+# replay queues: at most N replay turns run at once; one more goes back to the broker
+# for a second instead of holding a thread live turns need.
+REPLAY_SLOTS: threading.BoundedSemaphore | None = None
 
 
 @app.task(name="tiermem.replay_dispatch", **TRANSIENT_RETRY)
@@ -49,7 +54,16 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
         job_id, user_id = run.replay_job_id, run.user_id
         if replay.job_status(session, job_id) != "running":
             return {"run_id": run_id, "status": "cancelled"}  # stays pending for a resume
-    outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+    slots = REPLAY_SLOTS
+    if slots is not None and not slots.acquire(blocking=False):
+        # A fresh message, not a retry: it must not count against the retry budget.
+        replay_turn_task.apply_async(args=[run_id], countdown=1)
+        return {"run_id": run_id, "status": "deferred"}
+    try:
+        outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+    finally:
+        if slots is not None:
+            slots.release()
     replay.finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
     with Session(runtime.engine) as session:
         replay.finish_job_if_done(session=session, job_id=job_id)
