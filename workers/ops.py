@@ -101,7 +101,7 @@ def _on_shutdown(**_: Any) -> None:
 
 
 def heartbeat_store(settings: Settings) -> HeartbeatStore:
-    return HeartbeatStore(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
+    return HeartbeatStore.from_settings(settings)
 
 
 def pause_queue(settings: Settings, queue: str) -> None:

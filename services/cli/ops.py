@@ -81,7 +81,7 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
 
 def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[WorkerInfo]]:
     snap = snapshot(session=session, settings=settings)
-    store = HeartbeatStore(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
+    store = HeartbeatStore.from_settings(settings)
     return snap, store.read()
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from shared.compression.history import session_history
+from shared.compression.store import display_name
 from shared.config import ContextSettings
 from shared.context import templates as t
 from shared.context.models import (
@@ -53,7 +54,7 @@ def build_context(
     if not query and chat is not None:
         query = _last_user_message(session, chat.id)
 
-    name = _display_name(session, chat) if chat is not None else (user_external_id or "the user")
+    name = display_name(session, chat.id) if chat is not None else (user_external_id or "the user")
     memories: list[tuple[FactView, float]] = []
     hits: list[MessageHit] = []
     quarantined = 0
@@ -229,18 +230,6 @@ def _history(session: Session, chat: ChatSession) -> list[HistoryEntry]:
     # The session's tiers, oldest first: pinned head, bulks, topics (summaries as "system"
     # entries), then the newest messages verbatim.
     return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT)
-
-
-def _display_name(session: Session, chat: ChatSession) -> str:
-    speaker = session.exec(
-        select(Message.speaker)
-        .where(
-            Message.session_id == chat.id, Message.role == "user", col(Message.speaker).is_not(None)
-        )
-        .order_by(col(Message.seq).desc())
-        .limit(1)
-    ).first()
-    return speaker or "the user"
 
 
 def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:

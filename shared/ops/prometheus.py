@@ -190,7 +190,7 @@ def _guard(out: Exposition, session: Session) -> None:
 
 
 def _workers(out: Exposition, settings: Settings) -> None:
-    workers = HeartbeatStore(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s).read()
+    workers = HeartbeatStore.from_settings(settings).read()
     out.family("tiermem_workers", "gauge", "live workers (a heartbeat within three intervals)")
     out.sample("tiermem_workers", len(workers))
     out.family("tiermem_worker_active_tasks", "gauge", "tasks executing per worker")

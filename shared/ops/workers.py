@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from shared.config import Settings
 from shared.db.models import utcnow
 
 KEY_PREFIX = "tiermem:ops:worker:"
@@ -47,6 +48,11 @@ class HeartbeatStore:
     def __init__(self, redis_url: str | None, *, ttl_s: float) -> None:
         self.redis_url = redis_url
         self.ttl_s = ttl_s
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HeartbeatStore:
+        """A record missing for three heartbeat intervals is a worker gone."""
+        return cls(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
 
     def write(self, info: WorkerInfo) -> None:
         if not self.redis_url:
