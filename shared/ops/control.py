@@ -10,6 +10,7 @@ from sqlmodel import Session, col, select
 from shared.db.models import ExtractionRun, Message, utcnow
 from shared.errors import Conflict, InvalidInput
 from shared.ops.queues import PAUSED_KEY, QUEUES
+from shared.ops.workers import redis_client
 
 MAX_RETRY_BATCH = 10_000
 
@@ -58,13 +59,8 @@ def check_queue(queue: str) -> str:
 def paused_queues(redis_url: str | None) -> set[str]:
     if not redis_url:
         return set()
-    import redis
-
-    client = redis.Redis.from_url(redis_url, socket_timeout=5)
-    try:
+    with redis_client(redis_url) as client:
         return {m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(PAUSED_KEY)}
-    finally:
-        client.close()
 
 
 def set_paused(redis_url: str | None, queue: str, paused: bool) -> None:
@@ -74,13 +70,8 @@ def set_paused(redis_url: str | None, queue: str, paused: bool) -> None:
             "pausing a queue needs the Redis broker (TIERMEM_REDIS_URL); the in-process "
             "worker of `tiermem serve` stops with the server"
         )
-    import redis
-
-    client = redis.Redis.from_url(redis_url, socket_timeout=5)
-    try:
+    with redis_client(redis_url) as client:
         if paused:
             client.sadd(PAUSED_KEY, check_queue(queue))
         else:
             client.srem(PAUSED_KEY, check_queue(queue))
-    finally:
-        client.close()

@@ -58,7 +58,7 @@ class HeartbeatStore:
         if not self.redis_url:
             _LOCAL[info.hostname] = info
             return
-        with _client(self.redis_url) as client:
+        with redis_client(self.redis_url) as client:
             ttl_ms = int(self.ttl_s * 1000)
             client.set(KEY_PREFIX + info.hostname, info.model_dump_json(), px=ttl_ms)
 
@@ -66,7 +66,7 @@ class HeartbeatStore:
         if not self.redis_url:
             _LOCAL.pop(hostname, None)
             return
-        with _client(self.redis_url) as client:
+        with redis_client(self.redis_url) as client:
             client.delete(KEY_PREFIX + hostname)
 
     def read(self, now: dt.datetime | None = None) -> list[WorkerInfo]:
@@ -75,7 +75,7 @@ class HeartbeatStore:
             limit = dt.timedelta(seconds=self.ttl_s)
             found = [w for w in _LOCAL.values() if now - w.heartbeat_at <= limit]
         else:
-            with _client(self.redis_url) as client:
+            with redis_client(self.redis_url) as client:
                 keys = sorted(client.scan_iter(match=KEY_PREFIX + "*", count=500))
                 raw = client.mget(keys) if keys else []
             found = [WorkerInfo.model_validate(json.loads(r)) for r in raw if r]
@@ -87,7 +87,7 @@ class HeartbeatStore:
 _LOCAL: dict[str, WorkerInfo] = {}
 
 
-class _client:
+class redis_client:
     """A short-lived Redis client: ops reads are rare, a pool is not worth keeping."""
 
     def __init__(self, url: str) -> None:
