@@ -17,18 +17,25 @@ from shared.db.models import ChatSession, utcnow
 
 
 def session_history(
-    session: Session, chat: ChatSession, *, current_limit: int | None = None
+    session: Session,
+    chat: ChatSession,
+    *,
+    current_limit: int | None = None,
+    name: str | None = None,
 ) -> list[HistoryEntry]:
     """`current_limit` keeps only the newest current messages (a session never compressed
-    may hold thousands; the context could not show them anyway)."""
-    loaded = load(session, chat, current_limit=current_limit, exact_costs=False)
+    may hold thousands; the context could not show them anyway); `name` is the user's
+    display name when the caller already has it."""
+    loaded = load(session, chat, current_limit=current_limit, exact_costs=False, name=name)
     return [_history_entry(e, tier) for tier in DISPLAY_ORDER for e in loaded.state.entries(tier)]
 
 
 def _history_entry(e: Entry, tier: str) -> HistoryEntry:
     summary = e.kind == "summary"
     message_id = e.id if summary or tier in ("head", "current") else e.spans[0].first_message_id
-    return HistoryEntry(
+    # Every field comes typed from SQL or the engine: construct without re-validating
+    # (up to 500 entries per context build).
+    return HistoryEntry.model_construct(
         tier=tier,
         message_id=message_id,
         role=e.role,

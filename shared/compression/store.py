@@ -172,6 +172,7 @@ def load(
     *,
     current_limit: int | None = None,
     exact_costs: bool = True,
+    name: str | None = None,
 ) -> Loaded:
     """The session's tiers as the engine sees them.
 
@@ -186,7 +187,8 @@ def load(
         .where(TierEntry.session_id == chat.id)
         .order_by(col(TierEntry.tier), col(TierEntry.position))
     ).all()
-    name = display_name(session, chat.id)
+    if name is None:
+        name = display_name(session, chat.id)
     head_through = row.head_through_seq if row is not None else None
     covered = max(
         [r.last_seq for r in rows if r.last_seq is not None]

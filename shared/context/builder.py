@@ -30,7 +30,7 @@ from shared.errors import Conflict, InvalidInput, NotFound
 from shared.memory.guard import screen
 from shared.memory.history import search_history
 from shared.runtime import Runtime
-from shared.tokens import count_tokens
+from shared.tokens import joined_tokens, line_tokens
 
 HISTORY_SCAN_LIMIT = 500  # newest messages considered for the verbatim tier
 
@@ -64,7 +64,7 @@ def build_context(
         if query:
             hits, held = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
             quarantined += held
-    history = _history(session, chat) if chat is not None else []
+    history = _history(session, chat, name) if chat is not None else []
     return _assemble(
         user=user.external_id if user else (user_external_id or ""),
         session_id=session_external_id,
@@ -104,14 +104,14 @@ def in_third_person(query: str, name: str) -> str:
 def _resolve(
     session: Session, tenant_id: str, user_external_id: str | None, session_external_id: str
 ) -> tuple[ChatSession | None, User | None]:
-    chat = session.exec(
-        select(ChatSession).where(
-            ChatSession.tenant_id == tenant_id, ChatSession.external_id == session_external_id
-        )
+    # The session and its owner in one statement.
+    found = session.exec(
+        select(ChatSession, User)
+        .join(User, col(User.id) == col(ChatSession.user_id))
+        .where(ChatSession.tenant_id == tenant_id, ChatSession.external_id == session_external_id)
     ).first()
-    user: User | None = None
+    chat, user = found if found is not None else (None, None)
     if chat is not None:
-        user = session.get(User, chat.user_id)
         if user is not None and user_external_id and user.external_id != user_external_id:
             raise Conflict(f"session {session_external_id!r} belongs to another user")
     elif user_external_id:
@@ -226,10 +226,10 @@ def _earlier_messages(
     return clean, len(hits) - len(clean)
 
 
-def _history(session: Session, chat: ChatSession) -> list[HistoryEntry]:
+def _history(session: Session, chat: ChatSession, name: str) -> list[HistoryEntry]:
     # The session's tiers, oldest first: pinned head, bulks, topics (summaries as "system"
     # entries), then the newest messages verbatim.
-    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT)
+    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT, name=name)
 
 
 def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
@@ -239,15 +239,16 @@ def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
 
 
 class _Budget:
-    """Greedy packing by token count. Lines are joined with newlines, which BPE never merges
-    across, so the sum of line costs is the prompt's cost (checked again at the end)."""
+    """Greedy packing by token count. Lines are joined with newlines, and a line with its
+    newline costs the same alone as inside the prompt (shared.tokens.joined_tokens), so the
+    sum of line costs bounds the prompt's cost (counted exactly at the end)."""
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.used = 0
 
     def take(self, text: str, limit: int | None = None) -> bool:
-        cost = count_tokens(text) + 1  # + the newline
+        cost = line_tokens(text)
         cap = self.total if limit is None else min(self.total, limit)
         if self.used + cost > cap:
             return False
@@ -289,9 +290,9 @@ def _assemble(
             if packer.take(line, share_end):
                 kept.append((row, score))
             elif new_type:
-                packer.used -= count_tokens(title) + 1
+                packer.used -= line_tokens(title)
         if not kept:
-            packer.used -= count_tokens(header) + 1
+            packer.used -= line_tokens(header)
     grouped: dict[str, list[ContextMemory]] = {}
     for type_ in t.TYPE_ORDER:
         rows = sorted(
@@ -338,7 +339,7 @@ def _assemble(
         if earlier:
             earlier_lines.insert(0, t.EARLIER_HEADER)
         else:
-            packer.used -= count_tokens(t.EARLIER_HEADER) + 1
+            packer.used -= line_tokens(t.EARLIER_HEADER)
     earlier_tokens = packer.used - memory_tokens
 
     # history: everything that is left, newest messages first, shown in order
@@ -356,18 +357,19 @@ def _assemble(
         if kept_history:
             history_lines.insert(0, t.HISTORY_HEADER)
         else:
-            packer.used -= count_tokens(t.HISTORY_HEADER) + 1
+            packer.used -= line_tokens(t.HISTORY_HEADER)
 
     system_head = "\n".join(head + memory_lines + earlier_lines)
-    prompt = "\n".join(head + memory_lines + earlier_lines + history_lines)
-    tokens = count_tokens(prompt)
-    # The line sums above match the joined prompt in practice; this guard keeps the promise
-    # (never over budget) if a tokenizer edge case disagrees: drop the oldest history first.
+    lines = head + memory_lines + earlier_lines + history_lines
+    tokens = joined_tokens(lines)
+    # The packed line costs bound the prompt's (the last line saves its newline); this guard
+    # keeps the promise (never over budget) should they not: drop the oldest history first.
     while tokens > budget and kept_history:
         kept_history.pop(0)
         history_lines = (history_lines[:1] + history_lines[2:]) if len(kept_history) else []
-        prompt = "\n".join(head + memory_lines + earlier_lines + history_lines)
-        tokens = count_tokens(prompt)
+        lines = head + memory_lines + earlier_lines + history_lines
+        tokens = joined_tokens(lines)
+    prompt = "\n".join(lines)
     if tokens > budget:
         prompt, system_head, tokens, grouped, earlier = "", "", 0, {}, []
 
