@@ -340,9 +340,11 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
         setattr(owner, name, prof.wrap(label, original))
 
     for name in ("_resolve", "_last_user_message", "_rank_memories", "_earlier_messages",
-                 "_history", "_display_name", "_assemble", "count_tokens"):
+                 "_history", "display_name", "_assemble"):
         if hasattr(builder, name):  # the builder is young: tolerate a renamed helper
             patch(builder, name, name.lstrip("_"))
+    for name in ("line_tokens", "joined_tokens"):  # tiktoken, through its per-line cache
+        patch(builder, name, "count_tokens")
     patch(history, "search_history", "search_history")
     if hasattr(builder, "search_history"):  # imported by name into the builder
         patch(builder, "search_history", "search_history")
@@ -432,89 +434,21 @@ class Switch:
     on: bool = False
 
 
-class NumpyIndex:
-    """A stand-in for an in-process index of each collection: its unit vectors as one
-    float32 matrix, searched with one matrix-vector product and a partial sort. Embedded
-    Qdrant instead re-normalizes every stored vector and fully sorts all scores on every
-    query. Built from the store's own points (outside the timed calls)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.vectors = runtime.vectors
-        self.client = runtime.vectors._client  # type: ignore[attr-defined]  # noqa: SLF001
-        self.original = runtime.vectors.search
-        self.matrices: dict[str, tuple[list[str], np.ndarray]] = {}
-
-    def prepare(self, collection: str) -> None:
-        if collection in self.matrices:
-            return
-        ids: list[str] = []
-        rows: list[Any] = []
-        offset = None
-        if not self.client.collection_exists(collection):
-            self.matrices[collection] = ([], np.zeros((0, 384), np.float32))
-            return
-        while True:
-            points, offset = self.client.scroll(collection, limit=2048, offset=offset,
-                                                with_vectors=True, with_payload=False)
-            ids += [str(p.id) for p in points]
-            rows += [p.vector for p in points]
-            if offset is None:
-                break
-        self.matrices[collection] = (ids, np.asarray(rows, dtype=np.float32).reshape(-1, 384))
-
-    def search(self, collection: str, vector: Any, *, limit: int,
-               score_threshold: float | None = None, payload_filter: Any = None) -> Any:
-        from shared.vectors import VectorHit
-
-        if payload_filter or collection not in self.matrices:
-            return self.original(collection, vector, limit=limit,
-                                 score_threshold=score_threshold, payload_filter=payload_filter)
-        ids, matrix = self.matrices[collection]
-        if not ids or limit <= 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / max(float(np.linalg.norm(query)), 1e-12)
-        scores = matrix @ query
-        k = min(limit, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [VectorHit(id=ids[i], score=float(scores[i]), payload={}) for i in top
-                if score_threshold is None or scores[i] > score_threshold]
-
-
 def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]]:
     from functools import lru_cache
 
     from shared.config import EmbeddingSettings
     from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
 
-    tokens = Switch("token_cache", "count each distinct line once (an LRU in front of "
-                    "tiktoken; history lines could use messages.token_count)")
-    payload = Switch("no_payload", "ask Qdrant for ids and scores only (with_payload=False) "
-                     "in the context's two searches: nothing there reads the payload")
     scans = Switch("guard_cache", "scan each message text once (an LRU in front of "
                    "guard.scan, or a flag stored when the message is indexed)")
     threads = Switch("embed_2_threads", "2 onnxruntime threads for the query embedding "
                      "(TIERMEM_EMBEDDINGS__THREADS=2; costs throughput under concurrency)")
-    index = Switch("numpy_index", "search an in-process float32 matrix per collection (one "
-                   "product + argpartition) instead of embedded Qdrant's per-query "
-                   "re-normalization and full sort; the store stays the record")
-    switches = [tokens, payload, scans, threads, index]
+    switches = [scans, threads]
 
-    count_original, scan_original = builder.count_tokens, guard.scan
-    count_cached = lru_cache(maxsize=100_000)(count_original)
+    scan_original = guard.scan
     scan_cached = lru_cache(maxsize=100_000)(scan_original)
-    builder.count_tokens = lambda text: (count_cached if tokens.on else count_original)(text)  # type: ignore[assignment]
     guard.scan = lambda text: (scan_cached if scans.on else scan_original)(text)  # type: ignore[assignment]
-    client = runtime.vectors._client  # type: ignore[attr-defined]  # noqa: SLF001
-    query_points = client.query_points
-
-    def switched_query(*args: Any, **kwargs: Any) -> Any:
-        if payload.on:
-            kwargs["with_payload"] = False
-        return query_points(*args, **kwargs)
-
-    client.query_points = switched_query
     cfg = runtime.settings.embeddings
     one = runtime.embedder
     two = CachedEmbedder(OnnxMiniLMEmbedder(EmbeddingSettings(threads=2)),
@@ -525,27 +459,16 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
         return (two.embed if threads.on else original_embed)(texts)
 
     one.embed = switched_embed  # type: ignore[method-assign]
-    mirror = NumpyIndex(runtime)
-    vectors = runtime.vectors
-
-    def switched_search(*args: Any, **kwargs: Any) -> Any:
-        return (mirror.search if index.on else mirror.original)(*args, **kwargs)
-
-    vectors.search = switched_search  # type: ignore[method-assign]
-    runtime._bench_index = mirror  # type: ignore[attr-defined]  # noqa: SLF001
 
     def uninstall() -> None:
-        del vectors.search
-        builder.count_tokens = count_original  # type: ignore[assignment]
         guard.scan = scan_original
-        del client.query_points
         del one.embed
 
     return switches, uninstall
 
 
-def measure_switches(runtime: Runtime, tenant_id: str, cases: Sequence[Case],
-                     users: dict[str, LoadedUser]) -> list[dict[str, Any]]:
+def measure_switches(runtime: Runtime, tenant_id: str,
+                     cases: Sequence[Case]) -> list[dict[str, Any]]:
     """Each switch alone, then all of them, each A/B interleaved with the product as is
     (even queries off, odd queries on), so that load drifting on the machine hits both."""
     fresh_cache(runtime)
@@ -562,11 +485,6 @@ def measure_switches(runtime: Runtime, tenant_id: str, cases: Sequence[Case],
             for j, case in enumerate(chunk):
                 for s in plan:
                     s.on = j % 2 == 1
-                user = users[case.user]
-                mirror = runtime._bench_index  # type: ignore[attr-defined]  # noqa: SLF001
-                mirror.prepare(runtime.collection_for(tenant_id=tenant_id, user_id=user.user_id))
-                mirror.prepare(runtime.messages_collection_for(tenant_id=tenant_id,
-                                                               user_id=user.user_id))
                 cpu, started = time.thread_time(), time.perf_counter()
                 context_once(runtime, tenant_id, case)
                 (on if j % 2 else off).append((time.perf_counter() - started) * 1000)
@@ -1028,8 +946,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             search = time_search(runtime, tenant_id, compare)
             log(f"{sc.title}: search_memories p50 {stats(search.ms)['p50']:.1f} ms")
             switched = (measure_switches(runtime, tenant_id,
-                                         make_cases(sc, args.switch_queries, stream, qrng),
-                                         {u.external_id: u for u in sc.loaded})
+                                         make_cases(sc, args.switch_queries, stream, qrng))
                         if args.switch_queries else [])
             results[sc.key] = {"context": ctx, "profile": prof, "search": search,
                                "switches": switched}
