@@ -502,40 +502,30 @@ def measure_switches(runtime: Runtime, tenant_id: str,
 
 def upsert_cost(folder: Path, reps: int) -> dict[str, float]:
     """An aside on the write path: one extraction turn's upsert of 10 points into an
-    embedded Qdrant folder, as shipped (a commit per point, SQLite's default fsync) and
-    with the collection files in WAL mode with synchronous=NORMAL."""
+    embedded Qdrant folder under each TIERMEM_QDRANT__EMBEDDED_SYNC (full: a commit per
+    point with SQLite's default fsyncs, qdrant-client's own behaviour; normal: the same
+    commits in WAL mode with synchronous=NORMAL, the default)."""
     import uuid
 
-    from qdrant_client.local import persistence
-
     from shared.vectors import QdrantVectorStore, VectorPoint
+    from shared.vectors.qdrant_store import use_embedded_sync
 
     rng = np.random.default_rng(1)
     out = {}
-    original = persistence.CollectionPersistence._ensure_table
-
-    def wal(self: Any) -> None:
-        self.storage.execute("PRAGMA journal_mode=WAL")
-        self.storage.execute("PRAGMA synchronous=NORMAL")
-        original(self)
-
-    for mode in ("as shipped", "WAL + synchronous=NORMAL"):
-        if mode != "as shipped":
-            persistence.CollectionPersistence._ensure_table = wal  # type: ignore[method-assign]
-        try:
-            store = QdrantVectorStore(path=str(folder / mode.replace(" ", "_")))
-            ms = []
-            for _ in range(reps):
-                points = [VectorPoint(id=str(uuid.uuid4()), vector=rng.standard_normal(384),
-                                      payload={"type": "fact", "content": "x" * 60})
-                          for _ in range(10)]
-                started = time.perf_counter()
-                store.upsert("turn", points)
-                ms.append((time.perf_counter() - started) * 1000)
-            store.close()
-        finally:
-            persistence.CollectionPersistence._ensure_table = original  # type: ignore[method-assign]
-        out[mode] = percentile(ms, 50)
+    for mode in ("full", "normal"):
+        use_embedded_sync(mode)  # type: ignore[arg-type]
+        store = QdrantVectorStore(path=str(folder / mode))
+        ms = []
+        for _ in range(reps):
+            points = [VectorPoint(id=str(uuid.uuid4()), vector=rng.standard_normal(384),
+                                  payload={"type": "fact", "content": "x" * 60})
+                      for _ in range(10)]
+            started = time.perf_counter()
+            store.upsert("turn", points)
+            ms.append((time.perf_counter() - started) * 1000)
+        store.close()
+        out[f"EMBEDDED_SYNC={mode}"] = percentile(ms, 50)
+    use_embedded_sync("normal")
     return out
 
 

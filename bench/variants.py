@@ -17,9 +17,6 @@ processes, which import the app factory afresh, apply them too:
 - `sqlite_pool`: the SQLite engine keeps up to 64 (+64) connections instead of
   SQLAlchemy's 5 (+10), so worker threads do not wait for a connection.
 - `lock_poll`: the per-user Redis lock is polled every 5 ms instead of redis-py's 100 ms.
-- `qdrant_wal`: embedded Qdrant's per-collection SQLite files use WAL with
-  synchronous=NORMAL instead of a rollback journal with fsyncs on every point (qdrant-client
-  commits once per point; the vectors are derived data that `tiermem reindex` rebuilds).
 
 Run: BENCH_PATCHES=auth_cache,async_deps python -m bench.variants api --port 8000
      BENCH_PATCHES=sqlite_lock python -m bench.variants worker --queues extract
@@ -46,8 +43,7 @@ from shared.runtime import Runtime
 from shared.tenancy import Principal, authenticate
 
 PATCHES_ENV = "BENCH_PATCHES"
-KNOWN = ("async_deps", "auth_cache", "no_sent_event", "sqlite_lock", "sqlite_pool", "lock_poll",
-         "qdrant_wal")
+KNOWN = ("async_deps", "auth_cache", "no_sent_event", "sqlite_lock", "sqlite_pool", "lock_poll")
 SQLITE_POOL = 64
 LOCK_POLL_S = 0.005
 AUTH_TTL_S = 30.0
@@ -231,19 +227,6 @@ def _patch_lock_poll() -> None:
     setattr(redis.Redis, "lock", lock)  # noqa: B010
 
 
-def _patch_qdrant_wal() -> None:
-    from qdrant_client.local import persistence
-
-    original = persistence.CollectionPersistence.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        self.storage.execute("PRAGMA journal_mode=WAL")
-        self.storage.execute("PRAGMA synchronous=NORMAL")
-
-    persistence.CollectionPersistence.__init__ = init  # type: ignore[method-assign]
-
-
 def apply_patches() -> set[str]:
     enabled = _enabled()
     if "auth_cache" in enabled:
@@ -258,8 +241,6 @@ def apply_patches() -> set[str]:
         _patch_sqlite_lock()
     if "lock_poll" in enabled:
         _patch_lock_poll()
-    if "qdrant_wal" in enabled:
-        _patch_qdrant_wal()
     return enabled
 
 

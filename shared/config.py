@@ -84,6 +84,12 @@ class QdrantSettings(BaseModel):
     path: str | None = None  # unset (and no url) → <data_dir>/qdrant
     in_memory: bool = False
     collection_prefix: str = "tm_"
+    # Embedded folder only. qdrant-client commits every point in its own SQLite transaction
+    # and, with SQLite's defaults, waits for fsyncs on each (~2.4 ms a point here). "normal":
+    # WAL with synchronous=NORMAL, which survives a killed process and may lose the last
+    # writes on a power cut (vectors are derived from SQL: `tiermem reindex` rebuilds them).
+    # "full": qdrant-client's own behaviour.
+    embedded_sync: Literal["normal", "full"] = "normal"
 
 
 class RedisSettings(BaseModel):

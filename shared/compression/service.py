@@ -46,7 +46,7 @@ from shared.compression.store import (
     seed_child,
 )
 from shared.compression.summary import Summarizer
-from shared.config import Settings
+from shared.config import CompressionSettings, Settings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
 from shared.errors import Conflict, NotFound, TransientError
@@ -118,13 +118,9 @@ def compress_session(
         if run is not None and run.status not in OPEN_RUN:
             return CompressOutcome(chat_id, run.status, run_id)  # a redelivered, finished run
         if run is None:
-            row = session.get(CompressionState, chat_id)
-            cfg = effective_settings(base, row.settings if row else {})
-            if not cfg.enabled:
-                return CompressOutcome(chat_id, "disabled")
-            tokens, trigger = estimate_tokens(session, chat, cfg)
-            if tokens <= trigger:
-                return CompressOutcome(chat_id, "below_trigger", tokens_before=tokens)
+            waiting = _trigger_check(session, chat, base)
+            if waiting is not None:
+                return waiting
     try:
         with session_locks(runtime).hold(chat_id):
             return _run_locked(runtime, chat_id, run_id, last_attempt=last_attempt)
@@ -132,6 +128,30 @@ def compress_session(
         if run_id:
             _record_error(runtime, run_id, exc.message, final=last_attempt)
         raise
+
+
+def over_trigger(runtime: Runtime, chat_id: str) -> bool:
+    """The trigger check alone (a few SQL sums), for callers deciding whether to queue a
+    compression task at all: most turns leave the history below its trigger."""
+    with Session(runtime.engine) as session:
+        chat = session.get(ChatSession, chat_id)
+        if chat is None:
+            return False
+        return _trigger_check(session, chat, runtime.settings.compression) is None
+
+
+def _trigger_check(
+    session: Session, chat: ChatSession, base: CompressionSettings
+) -> CompressOutcome | None:
+    """None when the session's history is over its trigger; else why there is nothing to do."""
+    row = session.get(CompressionState, chat.id)
+    cfg = effective_settings(base, row.settings if row else {})
+    if not cfg.enabled:
+        return CompressOutcome(chat.id, "disabled")
+    tokens, trigger = estimate_tokens(session, chat, cfg)
+    if tokens <= trigger:
+        return CompressOutcome(chat.id, "below_trigger", tokens_before=tokens)
+    return None
 
 
 def _run_locked(

@@ -126,6 +126,7 @@ class QdrantVectorStore:
         if path is None:  # Settings computes a path whenever url and in_memory are unset
             raise AssertionError("settings.qdrant_path is unset without a url or in_memory")
         Path(path).mkdir(parents=True, exist_ok=True)
+        use_embedded_sync(q.embedded_sync)
         return cls(path=path)
 
     @property
@@ -530,3 +531,36 @@ def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:
             )
         conditions.append(qm.FieldCondition(key=key, match=match))
     return qm.Filter(must=conditions)
+
+
+_embedded_sync: str = "full"  # what use_embedded_sync last set for this process
+
+
+def use_embedded_sync(mode: Literal["normal", "full"]) -> None:
+    """How embedded collections' SQLite files commit, for every embedded client this
+    process opens from now on (TIERMEM_QDRANT__EMBEDDED_SYNC).
+
+    qdrant-client commits each point on its own, and under SQLite's defaults each commit
+    waits for fsyncs while this store's lock is held: 10 points cost 24 ms instead of 4
+    (bench/results/context.md). "normal" opens them in WAL mode with synchronous=NORMAL.
+    qdrant-client has no option for it, so its persistence class is wrapped, once; the
+    pragmas are plain SQLite and change no stored data (a file once in WAL mode stays so,
+    and with "full" keeps SQLite's default fsyncs).
+    """
+    global _embedded_sync
+    _embedded_sync = mode
+    from qdrant_client.local import persistence
+
+    cls = persistence.CollectionPersistence
+    ensure_table = cls._ensure_table
+    if getattr(ensure_table, "tiermem_sync", False):
+        return
+
+    def ensure_table_with_sync(self: Any) -> None:
+        if _embedded_sync == "normal":
+            self.storage.execute("PRAGMA journal_mode=WAL")
+            self.storage.execute("PRAGMA synchronous=NORMAL")
+        ensure_table(self)
+
+    ensure_table_with_sync.tiermem_sync = True  # type: ignore[attr-defined]
+    cls._ensure_table = ensure_table_with_sync  # type: ignore[method-assign]

@@ -95,6 +95,7 @@ def assert_sound(runtime: Runtime, chat_id: str) -> dict[str, Any]:
 def test_a_run_persists_each_step_and_reloads_to_the_same_state(runtime: Runtime) -> None:
     chat_id = add_turns(runtime, 40)
     service.use_summarizer(runtime, WellBehaved())
+    assert service.over_trigger(runtime, chat_id)  # what the extraction task asks first
     outcome = service.compress_session(runtime, chat_id)
     assert outcome.status == "done" and outcome.tokens_after < outcome.tokens_before
     sound = assert_sound(runtime, chat_id)
@@ -110,11 +111,14 @@ def test_a_run_persists_each_step_and_reloads_to_the_same_state(runtime: Runtime
         assert run.llm_calls >= 1 and run.tokens_before > run.tokens_after
         assert run.engine_ms > 0 and run.duration_ms >= run.engine_ms
     # the next reply's check finds nothing to do, without a run row
+    assert not service.over_trigger(runtime, chat_id)
     assert service.compress_session(runtime, chat_id).status == "below_trigger"
 
 
 def test_below_the_trigger_no_run_is_recorded(runtime: Runtime) -> None:
     chat_id = add_turns(runtime, 3)
+    assert not service.over_trigger(runtime, chat_id)
+    assert not service.over_trigger(runtime, "no-such-session")
     assert service.compress_session(runtime, chat_id).status == "below_trigger"
     with Session(runtime.engine) as session:
         assert session.exec(select(CompressionRun)).all() == []

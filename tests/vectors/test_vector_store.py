@@ -494,3 +494,27 @@ def test_point_id_is_deterministic() -> None:
         point_id()
     with pytest.raises(InvalidInput):
         point_id("a\x1fb")
+
+
+@pytest.mark.parametrize(("sync", "journal"), [("normal", "wal"), ("full", "delete")])
+def test_embedded_sync_sets_the_collection_files_journal(
+    tmp_path: Path, sync: str, journal: str
+) -> None:
+    import sqlite3
+
+    settings = Settings(qdrant=QdrantSettings(path=str(tmp_path / "q"), embedded_sync=sync))
+    store = QdrantVectorStore.from_settings(settings)
+    try:
+        store.ensure_collection("c1", 4)
+        store.upsert("c1", [VectorPoint(id=str(uuid.uuid4()), vector=[1, 0, 0, 0], payload={})])
+    finally:
+        store.close()
+    files = list((tmp_path / "q").rglob("storage.sqlite"))
+    assert files, "the embedded collection keeps its points in an SQLite file"
+    with sqlite3.connect(files[0]) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == journal
+    reopened = QdrantVectorStore.from_settings(settings)  # and the points are still there
+    try:
+        assert reopened.count("c1") == 1
+    finally:
+        reopened.close()

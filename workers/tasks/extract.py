@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task
+from sqlalchemy.exc import OperationalError
 
+from shared.compression.service import over_trigger
 from shared.extraction.pipeline import run_extraction
+from shared.runtime import Runtime
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 from workers.tasks.compress import enqueue_compression
@@ -14,12 +17,22 @@ from workers.tasks.compress import enqueue_compression
 
 @app.task(name="tiermem.extract_turn", **TRANSIENT_RETRY)
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
-    outcome = run_extraction(get_runtime(), run_id, last_attempt=is_last_attempt(self))
-    if outcome.compress_session_id:
+    runtime = get_runtime()
+    outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+    if outcome.compress_session_id and _compression_due(runtime, outcome.compress_session_id):
         # Every path that stores a reply (turns, chat, imports) ends here, so compression
         # is checked once per turn without each route having to remember it.
         enqueue_compression(outcome.compress_session_id)
     return outcome.as_dict()
+
+
+def _compression_due(runtime: Runtime, chat_id: str) -> bool:
+    # A few SQL sums here are cheaper than a task that would mostly find nothing to do;
+    # when the database is busy, the task decides (it checks the trigger again anyway).
+    try:
+        return over_trigger(runtime, chat_id)
+    except OperationalError:
+        return True
 
 
 def enqueue_extraction(run_ids: list[str]) -> None:
