@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, delete, func, update
+from sqlalchemy import Row, bindparam, delete, func, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
@@ -60,16 +60,23 @@ def ensure_state(session: Session, chat: ChatSession) -> CompressionState:
     return row
 
 
+# The statements every context build runs are built once, with bound parameters: building
+# and cache-keying a select each time cost about as much as running it on SQLite.
+_DISPLAY_NAME = (
+    sa_select(col(Message.speaker))
+    .where(
+        col(Message.session_id) == bindparam("chat_id"),
+        col(Message.role) == "user",
+        col(Message.speaker).is_not(None),
+    )
+    .order_by(col(Message.seq).desc())
+    .limit(1)
+)
+
+
 def display_name(session: Session, chat_id: str) -> str:
     """The user's name as the context builder shows it for messages without a speaker."""
-    speaker = session.exec(
-        select(Message.speaker)
-        .where(
-            Message.session_id == chat_id, Message.role == "user", col(Message.speaker).is_not(None)
-        )
-        .order_by(col(Message.seq).desc())
-        .limit(1)
-    ).first()
+    speaker = session.execute(_DISPLAY_NAME, {"chat_id": chat_id}).scalar()
     return speaker or "the user"
 
 
@@ -85,6 +92,20 @@ _MESSAGE_COLUMNS = (
     col(Message.token_count),
     col(Message.created_at),
 )
+_TIER_ENTRIES = (
+    select(TierEntry)
+    .where(col(TierEntry.session_id) == bindparam("chat_id"))
+    .order_by(col(TierEntry.tier), col(TierEntry.position))
+)
+_SESSION_MESSAGES = sa_select(*_MESSAGE_COLUMNS).where(
+    col(Message.session_id) == bindparam("chat_id")
+)
+_HEAD_MESSAGES = _SESSION_MESSAGES.where(col(Message.seq) <= bindparam("through")).order_by(
+    col(Message.seq)
+)
+_CURRENT_MESSAGES = _SESSION_MESSAGES.where(col(Message.seq) > bindparam("after"))
+_CURRENT_ALL = _CURRENT_MESSAGES.order_by(col(Message.seq))
+_CURRENT_NEWEST = _CURRENT_MESSAGES.order_by(col(Message.seq).desc()).limit(bindparam("limit"))
 
 
 def message_entry(m: Message | Row[Any], name: str, *, exact: bool = True) -> Entry:
@@ -182,11 +203,7 @@ def load(
     still sees every message exactly once.
     """
     row = session.get(CompressionState, chat.id)
-    rows = session.exec(
-        select(TierEntry)
-        .where(TierEntry.session_id == chat.id)
-        .order_by(col(TierEntry.tier), col(TierEntry.position))
-    ).all()
+    rows = session.exec(_TIER_ENTRIES, params={"chat_id": chat.id}).all()
     if name is None:
         name = display_name(session, chat.id)
     head_through = row.head_through_seq if row is not None else None
@@ -200,19 +217,16 @@ def load(
         head = tuple(
             message_entry(m, name, exact=exact_costs)
             for m in session.execute(
-                sa_select(*_MESSAGE_COLUMNS)
-                .where(col(Message.session_id) == chat.id, col(Message.seq) <= head_through)
-                .order_by(col(Message.seq))
+                _HEAD_MESSAGES, {"chat_id": chat.id, "through": head_through}
             )
         )
-    query = sa_select(*_MESSAGE_COLUMNS).where(
-        col(Message.session_id) == chat.id, col(Message.seq) > covered
-    )
     if current_limit is None:
-        current_rows = list(session.execute(query.order_by(col(Message.seq))))
+        current_rows = list(session.execute(_CURRENT_ALL, {"chat_id": chat.id, "after": covered}))
     else:  # the newest few, for a context that could never show more anyway
         current_rows = list(
-            session.execute(query.order_by(col(Message.seq).desc()).limit(current_limit))
+            session.execute(
+                _CURRENT_NEWEST, {"chat_id": chat.id, "after": covered, "limit": current_limit}
+            )
         )
         current_rows.reverse()
     state = TierState(

@@ -11,6 +11,7 @@ import re
 from typing import NamedTuple
 
 import numpy as np
+from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -101,14 +102,22 @@ def in_third_person(query: str, name: str) -> str:
     return text
 
 
+# The session and its owner in one statement, built once (see compression.store).
+_SESSION_AND_OWNER = (
+    select(ChatSession, User)
+    .join(User, col(User.id) == col(ChatSession.user_id))
+    .where(
+        col(ChatSession.tenant_id) == bindparam("tenant_id"),
+        col(ChatSession.external_id) == bindparam("session_id"),
+    )
+)
+
+
 def _resolve(
     session: Session, tenant_id: str, user_external_id: str | None, session_external_id: str
 ) -> tuple[ChatSession | None, User | None]:
-    # The session and its owner in one statement.
     found = session.exec(
-        select(ChatSession, User)
-        .join(User, col(User.id) == col(ChatSession.user_id))
-        .where(ChatSession.tenant_id == tenant_id, ChatSession.external_id == session_external_id)
+        _SESSION_AND_OWNER, params={"tenant_id": tenant_id, "session_id": session_external_id}
     ).first()
     chat, user = found if found is not None else (None, None)
     if chat is not None:
