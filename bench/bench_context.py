@@ -477,7 +477,10 @@ def measure_switches(runtime: Runtime, tenant_id: str,
     out = []
     try:
         # "all" leaves out the second embedding thread: it trades throughput for latency
-        plans = [[s] for s in switches] + [[s for s in switches if s is not threads_switch]]
+        plans = [[s] for s in switches]
+        together = [s for s in switches if s is not threads_switch]
+        if len(together) > 1:
+            plans.append(together)
         per_plan = len(cases) // len(plans)
         for i, plan in enumerate(plans):
             chunk = cases[i * per_plan : (i + 1) * per_plan]

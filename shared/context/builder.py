@@ -165,6 +165,7 @@ _FACT_VIEW = sa_select(
     col(Fact.mention_count),
     col(Fact.quarantine_reason),
 ).where(col(Fact.valid_to).is_(None))
+_FACTS_BY_ID = _FACT_VIEW.where(col(Fact.id).in_(bindparam("ids", expanding=True)))
 
 
 def _rank_memories(
@@ -183,8 +184,11 @@ def _rank_memories(
             collection, vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
         )
         similarity = {h.id: h.score for h in found}
-        query = _FACT_VIEW.where(col(Fact.id).in_(list(similarity)))
-        rows = [FactView(*r) for r in session.execute(query)] if similarity else []
+        rows = (
+            [FactView(*r) for r in session.execute(_FACTS_BY_ID, {"ids": list(similarity)})]
+            if similarity
+            else []
+        )
     else:  # no query yet: the most mentioned, most recent facts
         query = (
             _FACT_VIEW.where(col(Fact.user_id) == user.id)

@@ -16,10 +16,11 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import Select, bindparam, text
 from sqlalchemy import select as sa_select
-from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from shared.context.models import MessageHit
@@ -317,6 +318,26 @@ def reciprocal_rank_fusion(
     return fused
 
 
+# Built once (a context build runs it on every message); "ids" expands to the candidates.
+_HIT_ROWS: Select[*tuple[Any, ...]] = (
+    sa_select(
+        col(Message.id),
+        col(Message.session_id),
+        col(Message.external_id),
+        col(Message.role),
+        col(Message.speaker),
+        col(Message.content),
+        col(Message.created_at),
+        col(ChatSession.external_id).label("session_external_id"),
+    )
+    .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
+    .where(
+        col(Message.id).in_(bindparam("ids", expanding=True)),
+        col(Message.user_id) == bindparam("user_id"),
+    )
+)
+
+
 def search_history(
     *,
     runtime: Runtime,
@@ -361,20 +382,7 @@ def search_history(
     # than the keyword query itself.
     rows = {
         r.id: r
-        for r in session.execute(
-            sa_select(
-                col(Message.id),
-                col(Message.session_id),
-                col(Message.external_id),
-                col(Message.role),
-                col(Message.speaker),
-                col(Message.content),
-                col(Message.created_at),
-                col(ChatSession.external_id).label("session_external_id"),
-            )
-            .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
-            .where(col(Message.id).in_(candidates), col(Message.user_id) == user.id)
-        ).all()
+        for r in session.execute(_HIT_ROWS, {"ids": candidates, "user_id": user.id}).all()
     }
     live_vector = [
         mid for mid in vector if mid in rows and rows[mid].session_id != exclude_session_id
