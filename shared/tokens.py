@@ -8,9 +8,10 @@ from functools import lru_cache
 import tiktoken
 
 # Prompt lines (a memory, a message) recur from one context build to the next for the same
-# user, so their counts are kept; whole prompts are long and unique, and are not.
-_CACHED_UP_TO_CHARS = 2_000
-_CACHED_TEXTS = 65_536  # a few MB of short strings
+# user, so their counts are kept; whole prompts and long messages are not. At most
+# 32k texts of up to 1,000 characters: ~40 MB in the worst case, a few MB in practice.
+_CACHED_UP_TO_CHARS = 1_000
+_CACHED_TEXTS = 32_768
 
 
 @lru_cache(maxsize=1)

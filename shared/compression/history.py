@@ -26,7 +26,7 @@ def session_history(
     """`current_limit` keeps only the newest current messages (a session never compressed
     may hold thousands; the context could not show them anyway); `name` is the user's
     display name when the caller already has it."""
-    loaded = load(session, chat, current_limit=current_limit, exact_costs=False, name=name)
+    loaded = load(session, chat, current_limit=current_limit, exact_costs=False, user_name=name)
     return [_history_entry(e, tier) for tier in DISPLAY_ORDER for e in loaded.state.entries(tier)]
 
 

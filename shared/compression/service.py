@@ -118,7 +118,7 @@ def compress_session(
         if run is not None and run.status not in OPEN_RUN:
             return CompressOutcome(chat_id, run.status, run_id)  # a redelivered, finished run
         if run is None:
-            waiting = _trigger_check(session, chat, base)
+            waiting = _nothing_to_do(session, chat, base)
             if waiting is not None:
                 return waiting
     try:
@@ -137,13 +137,14 @@ def over_trigger(runtime: Runtime, chat_id: str) -> bool:
         chat = session.get(ChatSession, chat_id)
         if chat is None:
             return False
-        return _trigger_check(session, chat, runtime.settings.compression) is None
+        return _nothing_to_do(session, chat, runtime.settings.compression) is None
 
 
-def _trigger_check(
+def _nothing_to_do(
     session: Session, chat: ChatSession, base: CompressionSettings
 ) -> CompressOutcome | None:
-    """None when the session's history is over its trigger; else why there is nothing to do."""
+    """Why there is nothing to do for the session (disabled, below its trigger), or None
+    when its history is over the trigger."""
     row = session.get(CompressionState, chat.id)
     cfg = effective_settings(base, row.settings if row else {})
     if not cfg.enabled:

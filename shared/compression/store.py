@@ -193,19 +193,19 @@ def load(
     *,
     current_limit: int | None = None,
     exact_costs: bool = True,
-    name: str | None = None,
+    user_name: str | None = None,
 ) -> Loaded:
     """The session's tiers as the engine sees them.
 
     The current tier is every message after the newest one an entry (or the head) covers;
     it is derived from the entries read here rather than from the state row, so a reader
     that sees a step half-way (PostgreSQL's READ COMMITTED reads each statement fresh)
-    still sees every message exactly once.
+    still sees every message exactly once. `user_name` is the session's display_name when
+    the caller has read it already.
     """
     row = session.get(CompressionState, chat.id)
     rows = session.exec(_TIER_ENTRIES, params={"chat_id": chat.id}).all()
-    if name is None:
-        name = display_name(session, chat.id)
+    name = user_name if user_name is not None else display_name(session, chat.id)
     head_through = row.head_through_seq if row is not None else None
     covered = max(
         [r.last_seq for r in rows if r.last_seq is not None]

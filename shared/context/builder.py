@@ -121,7 +121,8 @@ def _resolve(
     ).first()
     chat, user = found if found is not None else (None, None)
     if chat is not None:
-        if user is not None and user_external_id and user.external_id != user_external_id:
+        assert user is not None  # the inner join always brings the owner
+        if user_external_id and user.external_id != user_external_id:
             raise Conflict(f"session {session_external_id!r} belongs to another user")
     elif user_external_id:
         user = session.exec(
@@ -253,8 +254,8 @@ def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
 
 class _Budget:
     """Greedy packing by token count. Lines are joined with newlines, and a line with its
-    newline costs the same alone as inside the prompt (shared.tokens.joined_tokens), so the
-    sum of line costs bounds the prompt's cost (counted exactly at the end)."""
+    newline usually costs the same alone as inside the prompt (shared.tokens.joined_tokens),
+    so the sum of line costs is the prompt's cost, which is counted exactly at the end."""
 
     def __init__(self, total: int) -> None:
         self.total = total

@@ -533,7 +533,7 @@ def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:
     return qm.Filter(must=conditions)
 
 
-_embedded_sync: str = "full"  # what use_embedded_sync last set for this process
+_embedded_sync: Literal["normal", "full"] = "full"  # use_embedded_sync's last word
 
 
 def use_embedded_sync(mode: Literal["normal", "full"]) -> None:
@@ -552,7 +552,10 @@ def use_embedded_sync(mode: Literal["normal", "full"]) -> None:
     from qdrant_client.local import persistence
 
     cls = persistence.CollectionPersistence
-    ensure_table = cls._ensure_table
+    ensure_table = getattr(cls, "_ensure_table", None)
+    if ensure_table is None:  # a qdrant-client that moved it: keep its own behaviour
+        logger.warning("embedded_sync=%s not applied: qdrant-client changed its storage", mode)
+        return
     if getattr(ensure_table, "tiermem_sync", False):
         return
 

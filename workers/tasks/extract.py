@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from shared.compression.service import over_trigger
 from shared.extraction.pipeline import run_extraction
@@ -28,10 +28,10 @@ def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
 
 def _compression_due(runtime: Runtime, chat_id: str) -> bool:
     # A few SQL sums here are cheaper than a task that would mostly find nothing to do;
-    # when the database is busy, the task decides (it checks the trigger again anyway).
+    # when the database cannot answer, the task decides (it checks the trigger again).
     try:
         return over_trigger(runtime, chat_id)
-    except OperationalError:
+    except SQLAlchemyError:
         return True
 
 
