@@ -511,13 +511,11 @@ def upsert_cost(folder: Path, reps: int) -> dict[str, float]:
     import uuid
 
     from shared.vectors import QdrantVectorStore, VectorPoint
-    from shared.vectors.qdrant_store import use_embedded_sync
 
     rng = np.random.default_rng(1)
     out = {}
     for mode in ("full", "normal"):
-        use_embedded_sync(mode)  # type: ignore[arg-type]
-        store = QdrantVectorStore(path=str(folder / mode))
+        store = QdrantVectorStore(path=str(folder / mode), embedded_sync=mode)  # type: ignore[arg-type]
         ms = []
         for _ in range(reps):
             points = [VectorPoint(id=str(uuid.uuid4()), vector=rng.standard_normal(384),
@@ -528,7 +526,6 @@ def upsert_cost(folder: Path, reps: int) -> dict[str, float]:
             ms.append((time.perf_counter() - started) * 1000)
         store.close()
         out[f"EMBEDDED_SYNC={mode}"] = percentile(ms, 50)
-    use_embedded_sync("normal")
     return out
 
 

@@ -21,12 +21,14 @@ def session_history(
     chat: ChatSession,
     *,
     current_limit: int | None = None,
-    name: str | None = None,
+    user_name: str | None = None,
 ) -> list[HistoryEntry]:
     """`current_limit` keeps only the newest current messages (a session never compressed
-    may hold thousands; the context could not show them anyway); `name` is the user's
-    display name when the caller already has it."""
-    loaded = load(session, chat, current_limit=current_limit, exact_costs=False, user_name=name)
+    may hold thousands; the context could not show them anyway); `user_name` is the
+    session's display_name when the caller already has it."""
+    loaded = load(
+        session, chat, current_limit=current_limit, exact_costs=False, user_name=user_name
+    )
     return [_history_entry(e, tier) for tier in DISPLAY_ORDER for e in loaded.state.entries(tier)]
 
 

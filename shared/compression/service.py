@@ -9,7 +9,7 @@ import uuid
 import weakref
 from dataclasses import asdict, dataclass
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, func, select
 
 from shared.compression.budget import DISPLAY_ORDER
@@ -132,12 +132,16 @@ def compress_session(
 
 def over_trigger(runtime: Runtime, chat_id: str) -> bool:
     """The trigger check alone (a few SQL sums), for callers deciding whether to queue a
-    compression task at all: most turns leave the history below its trigger."""
-    with Session(runtime.engine) as session:
-        chat = session.get(ChatSession, chat_id)
-        if chat is None:
-            return False
-        return _nothing_to_do(session, chat, runtime.settings.compression) is None
+    compression task at all: most turns leave the history below its trigger. True when the
+    database cannot answer, so the task (which checks again) decides."""
+    try:
+        with Session(runtime.engine) as session:
+            chat = session.get(ChatSession, chat_id)
+            if chat is None:
+                return False
+            return _nothing_to_do(session, chat, runtime.settings.compression) is None
+    except SQLAlchemyError:
+        return True
 
 
 def _nothing_to_do(

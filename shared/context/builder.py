@@ -243,7 +243,7 @@ def _earlier_messages(
 def _history(session: Session, chat: ChatSession, name: str) -> list[HistoryEntry]:
     # The session's tiers, oldest first: pinned head, bulks, topics (summaries as "system"
     # entries), then the newest messages verbatim.
-    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT, name=name)
+    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT, user_name=name)
 
 
 def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:

@@ -60,6 +60,7 @@ class QdrantVectorStore:
         api_key: str | None = None,
         max_indexed_points: int = MAX_INDEXED_POINTS,
         min_indexed_points: int = MIN_INDEXED_POINTS,
+        embedded_sync: Literal["normal", "full"] = "normal",
     ) -> None:
         chosen = [
             name
@@ -75,6 +76,7 @@ class QdrantVectorStore:
             raise ValueError("api_key only applies to a Qdrant server (url)")
 
         self._url = url
+        self._embedded_sync = embedded_sync
         self._max_indexed_points = max_indexed_points
         self._min_indexed_points = min_indexed_points
         self._path = str(Path(path).resolve()) if path else None
@@ -101,6 +103,7 @@ class QdrantVectorStore:
             # Our lock serializes every call, so SQLite's same-thread check only gets in the
             # way (it is on by default where SQLite is built THREADSAFE=2, e.g. macOS).
             return QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+        use_embedded_sync(self._embedded_sync)
         try:
             return QdrantClient(path=self._path, force_disable_check_same_thread=True)
         except RuntimeError as exc:
@@ -126,8 +129,7 @@ class QdrantVectorStore:
         if path is None:  # Settings computes a path whenever url and in_memory are unset
             raise AssertionError("settings.qdrant_path is unset without a url or in_memory")
         Path(path).mkdir(parents=True, exist_ok=True)
-        use_embedded_sync(q.embedded_sync)
-        return cls(path=path)
+        return cls(path=path, embedded_sync=q.embedded_sync)
 
     @property
     def mode(self) -> Mode:
@@ -537,8 +539,8 @@ _embedded_sync: Literal["normal", "full"] = "full"  # use_embedded_sync's last w
 
 
 def use_embedded_sync(mode: Literal["normal", "full"]) -> None:
-    """How embedded collections' SQLite files commit, for every embedded client this
-    process opens from now on (TIERMEM_QDRANT__EMBEDDED_SYNC).
+    """How embedded collections' SQLite files commit, for the embedded client about to be
+    opened (QdrantVectorStore calls it; TIERMEM_QDRANT__EMBEDDED_SYNC).
 
     qdrant-client commits each point on its own, and under SQLite's defaults each commit
     waits for fsyncs while this store's lock is held: 10 points cost 24 ms instead of 4

@@ -295,11 +295,9 @@ def test_deleting_the_user_takes_the_tiers_along(runtime: Runtime) -> None:
 def test_the_extraction_task_leaves_the_check_to_the_compression_task_without_a_database(
     tmp_path: Path,
 ) -> None:
-    from workers.tasks.extract import _compression_due
-
     # Nothing listens on port 1: every statement fails the way a dropped database does.
     down = Runtime(make_settings(tmp_path, database_url="postgresql+psycopg://x@127.0.0.1:1/x"))
     try:
-        assert _compression_due(down, "any-session") is True
+        assert service.over_trigger(down, "any-session") is True
     finally:
         down.close()

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task
-from sqlalchemy.exc import SQLAlchemyError
 
 from shared.compression.service import over_trigger
 from shared.extraction.pipeline import run_extraction
-from shared.runtime import Runtime
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 from workers.tasks.compress import enqueue_compression
@@ -19,20 +17,12 @@ from workers.tasks.compress import enqueue_compression
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     runtime = get_runtime()
     outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
-    if outcome.compress_session_id and _compression_due(runtime, outcome.compress_session_id):
+    if outcome.compress_session_id and over_trigger(runtime, outcome.compress_session_id):
         # Every path that stores a reply (turns, chat, imports) ends here, so compression
-        # is checked once per turn without each route having to remember it.
+        # is checked once per turn without each route having to remember it; the check is
+        # cheaper than a task that would mostly find nothing to do.
         enqueue_compression(outcome.compress_session_id)
     return outcome.as_dict()
-
-
-def _compression_due(runtime: Runtime, chat_id: str) -> bool:
-    # A few SQL sums here are cheaper than a task that would mostly find nothing to do;
-    # when the database cannot answer, the task decides (it checks the trigger again).
-    try:
-        return over_trigger(runtime, chat_id)
-    except SQLAlchemyError:
-        return True
 
 
 def enqueue_extraction(run_ids: list[str]) -> None:
