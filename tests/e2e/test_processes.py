@@ -265,7 +265,9 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
 ) -> None:
     n = 24
     script_distinct_facts(scripted_llm, n)
-    scripted_llm.latency_s = 0.4  # so the kill lands while calls are in flight
+    # So the kill lands while calls are in flight: 4 threads take 6 waves of 1 s, much
+    # longer than one poll of the 24 jobs below even on a slow machine.
+    scripted_llm.latency_s = 1.0
     quick_recovery = {
         # Redis hands unacked messages of the dead worker back after this long...
         "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S": "3",
