@@ -11,15 +11,14 @@ processes, which import the app factory afresh, apply them too:
 - `auth_cache`: API keys resolved from the database are kept for 30 s per process
   (a revoked key keeps working up to 30 s there).
 - `no_sent_event`: Celery's task-sent event (one more Redis publish per task) is off.
-- `sqlite_lock`: one in-process lock orders SQLite transactions (every one is BEGIN
-  IMMEDIATE), so threads queue on it instead of polling SQLite's busy handler, which
-  sleeps up to 100 ms between retries while the lock may already be free.
 - `sqlite_pool`: the SQLite engine keeps up to 64 (+64) connections instead of
   SQLAlchemy's 5 (+10), so worker threads do not wait for a connection.
-- `lock_poll`: the per-user Redis lock is polled every 5 ms instead of redis-py's 100 ms.
+
+(`sqlite_lock` and `lock_poll` were measured here and now ship: shared.db.engine.WriteGate
+and the local queue in front of shared.memory.locks.RedisUserLocks.)
 
 Run: BENCH_PATCHES=auth_cache,async_deps python -m bench.variants api --port 8000
-     BENCH_PATCHES=sqlite_lock python -m bench.variants worker --queues extract
+     BENCH_PATCHES=sqlite_pool python -m bench.variants worker --queues extract
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import argparse
 import hashlib
 import os
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -43,9 +41,8 @@ from shared.runtime import Runtime
 from shared.tenancy import Principal, authenticate
 
 PATCHES_ENV = "BENCH_PATCHES"
-KNOWN = ("async_deps", "auth_cache", "no_sent_event", "sqlite_lock", "sqlite_pool", "lock_poll")
+KNOWN = ("async_deps", "auth_cache", "no_sent_event", "sqlite_pool")
 SQLITE_POOL = 64
-LOCK_POLL_S = 0.005
 AUTH_TTL_S = 30.0
 
 
@@ -131,74 +128,6 @@ def _patch_no_sent_event() -> None:
     app.conf.task_send_sent_event = False
 
 
-def _patch_sqlite_lock() -> None:
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    from shared.db import engine as engine_module
-
-    original = engine_module.make_engine
-
-    def make_engine(settings: Any) -> Engine:
-        engine = original(settings)
-        if engine.dialect.name == "sqlite":
-            _order_sqlite_transactions(engine)
-        return engine
-
-    def _order_sqlite_transactions(engine: Engine) -> None:
-        writer = threading.Lock()
-        held: dict[str, int | None] = {"thread": None, "conn": None}
-
-        def acquire(conn: Any) -> None:
-            me = threading.get_ident()
-            if held["thread"] == me:
-                return  # a second transaction in the same thread: SQLite's own lock decides
-            writer.acquire()
-            held["thread"], held["conn"] = me, _raw_id(conn.connection)
-
-        def ended(dbapi_conn: Any) -> None:
-            if held["conn"] == _raw_id(dbapi_conn):
-                held["thread"] = held["conn"] = None
-                writer.release()
-
-        dialect = engine.dialect
-        do_commit, do_rollback = dialect.do_commit, dialect.do_rollback
-
-        # Released after the real COMMIT / ROLLBACK (also the pool's reset on check-in),
-        # so the next BEGIN IMMEDIATE never meets a lock that is still held.
-        def commit(dbapi_conn: Any) -> None:
-            try:
-                do_commit(dbapi_conn)
-            finally:
-                ended(dbapi_conn)
-
-        def rollback(dbapi_conn: Any) -> None:
-            try:
-                do_rollback(dbapi_conn)
-            finally:
-                ended(dbapi_conn)
-
-        setattr(dialect, "do_commit", commit)  # noqa: B010
-        setattr(dialect, "do_rollback", rollback)  # noqa: B010
-        # The engine's own "begin" listener sends BEGIN IMMEDIATE: take the lock before it.
-        existing = list(engine.dispatch.begin)
-        for listener in existing:
-            event.remove(engine, "begin", listener)
-        event.listen(engine, "begin", acquire)
-        for listener in existing:
-            event.listen(engine, "begin", listener)
-
-    engine_module.make_engine = make_engine
-    import shared.runtime
-
-    shared.runtime.make_engine = make_engine  # type: ignore[attr-defined]
-
-
-def _raw_id(connection: Any) -> int:
-    """The DBAPI connection's id, whether given it or the pool's proxy around it."""
-    return id(getattr(connection, "dbapi_connection", connection))
-
-
 def _patch_sqlite_pool() -> None:
     from shared.db import engine as engine_module
 
@@ -213,20 +142,6 @@ def _patch_sqlite_pool() -> None:
     setattr(engine_module, "create_engine", create_engine)  # noqa: B010
 
 
-def _patch_lock_poll() -> None:
-    import redis
-    from redis.lock import Lock
-
-    original = redis.Redis.lock
-
-    def lock(self: redis.Redis, name: str, *args: Any, **kwargs: Any) -> Lock:
-        kwargs.setdefault("sleep", LOCK_POLL_S)
-        made: Lock = original(self, name, *args, **kwargs)
-        return made
-
-    setattr(redis.Redis, "lock", lock)  # noqa: B010
-
-
 def apply_patches() -> set[str]:
     enabled = _enabled()
     if "auth_cache" in enabled:
@@ -237,10 +152,6 @@ def apply_patches() -> set[str]:
         _patch_no_sent_event()
     if "sqlite_pool" in enabled:
         _patch_sqlite_pool()
-    if "sqlite_lock" in enabled:
-        _patch_sqlite_lock()
-    if "lock_poll" in enabled:
-        _patch_lock_poll()
     return enabled
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from shared.chat.model import ChatModel
 from shared.config import Settings
-from shared.db.engine import make_engine
+from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
@@ -27,6 +27,8 @@ class Runtime:
     def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
         self.settings = settings
         self.engine = engine or make_engine(settings)
+        # For sessions that only read: under SQLite they never wait for a writer.
+        self.read_engine = read_only(self.engine)
         self._lock = threading.Lock()
         self._vectors: VectorStore | None = None
         self._embedder: Embedder | None = None

@@ -27,8 +27,14 @@ async def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_db(runtime: RuntimeDep) -> Iterator[Session]:
-    with Session(runtime.engine, expire_on_commit=False) as session:
+# GET and HEAD are safe methods: their routes only read, so their session never queues
+# behind a worker's write (SQLite's write lock); every other method's session may write.
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def get_db(request: Request, runtime: RuntimeDep) -> Iterator[Session]:
+    engine = runtime.read_engine if request.method in READ_METHODS else runtime.engine
+    with Session(engine, expire_on_commit=False) as session:
         yield session
 
 
@@ -51,7 +57,7 @@ async def get_principal(
         return cached
 
     def lookup() -> Principal:
-        with Session(runtime.engine) as session:
+        with Session(runtime.read_engine) as session:
             return authenticate(session=session, settings=runtime.settings, key=key)
 
     principal = await run_in_threadpool(lookup)

@@ -110,7 +110,7 @@ def compress_session(
     """Check the trigger and, above it (or for a compact run), run the loop under the
     session's lock. Raises TransientError (a busy lock, a locked database) to be retried."""
     base = runtime.settings.compression
-    with Session(runtime.engine) as session:
+    with Session(runtime.read_engine) as session:
         chat = session.get(ChatSession, chat_id)
         run = session.get(CompressionRun, run_id) if run_id else None
         if chat is None or (run_id and run is None):
@@ -135,7 +135,7 @@ def over_trigger(runtime: Runtime, chat_id: str) -> bool:
     compression task at all: most turns leave the history below its trigger. True when the
     database cannot answer, so the task (which checks again) decides."""
     try:
-        with Session(runtime.engine) as session:
+        with Session(runtime.read_engine) as session:
             chat = session.get(ChatSession, chat_id)
             if chat is None:
                 return False
@@ -169,7 +169,7 @@ def _run_locked(
         if chat is None:
             return CompressOutcome(chat_id, "gone", run_id)
         ensure_state(session, chat)
-    with Session(runtime.engine) as session:
+    with Session(runtime.read_engine) as session:
         chat = session.get(ChatSession, chat_id)
         assert chat is not None
         loaded = load(session, chat)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,22 +12,32 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
 from shared.config import Settings
 
 log = logging.getLogger(__name__)
 
+# Execution option naming a connection whose transactions only read.
+READ_ONLY = "tiermem_read_only"
+
 
 def make_engine(settings: Settings) -> Engine:
     url = make_url(settings.sqlalchemy_url)
-    kwargs: dict[str, Any] = {"echo": settings.database.echo, "pool_pre_ping": True}
+    kwargs: dict[str, Any] = {"echo": settings.database.echo}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-        # API threads and worker threads share the engine; SQLite serializes writes itself.
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        # API threads and worker threads share the engine; writes queue on a WriteGate.
+        kwargs["connect_args"] = {
+            "check_same_thread": False,
+            "timeout": 30,
+            "factory": GatedConnection,
+        }
     else:
+        # A server may drop idle connections; a file cannot (no ping per checkout there).
+        kwargs["pool_pre_ping"] = True
         kwargs["pool_size"] = settings.database.pool_size
         kwargs["max_overflow"] = settings.database.pool_size
     engine = create_engine(url, **kwargs)
@@ -34,11 +46,76 @@ def make_engine(settings: Settings) -> Engine:
     return engine
 
 
+class WriteGate:
+    """This process's queue for SQLite's single write lock.
+
+    A writer SQLite finds locked waits by sleeping and retrying (up to 100 ms between
+    tries), so with many threads the lock often sits free while they all sleep. Threads of
+    one process queue here instead, and the next starts the moment the last one's COMMIT
+    or ROLLBACK is done; other processes still meet SQLite's own busy timeout.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._lock = threading.Lock()
+        self._timeout_s = timeout_s
+        self._thread: int | None = None
+        self._conn: int | None = None
+
+    def enter(self, dbapi_conn: sqlite3.Connection) -> None:
+        me = threading.get_ident()
+        if self._thread == me:
+            return  # a second write transaction in one thread: SQLite's own lock decides
+        if not self._lock.acquire(timeout=self._timeout_s):
+            # As SQLite's own busy timeout reports it, so callers' retries treat it alike.
+            reason = sqlite3.OperationalError(
+                f"database is locked: this process's other writers held it for {self._timeout_s:g}s"
+            )
+            raise OperationalError("BEGIN IMMEDIATE", None, reason)
+        self._thread, self._conn = me, id(dbapi_conn)
+
+    def leave(self, dbapi_conn: sqlite3.Connection, *, closed: bool = False) -> None:
+        if self._conn == id(dbapi_conn) and (closed or not dbapi_conn.in_transaction):
+            self._thread = self._conn = None
+            self._lock.release()
+
+
+class GatedConnection(sqlite3.Connection):
+    """A SQLite connection that hands the write gate on once its transaction has ended."""
+
+    gate: WriteGate | None = None
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self._leave()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._leave()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.gate is not None:
+                self.gate.leave(self, closed=True)
+
+    def _leave(self) -> None:
+        if self.gate is not None:
+            self.gate.leave(self)
+
+
 def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    gate = WriteGate(busy_timeout_ms / 1000)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Let SQLAlchemy, not pysqlite, decide when transactions begin (see _on_begin).
         dbapi_conn.isolation_level = None
+        dbapi_conn.gate = gate
         cur = dbapi_conn.cursor()
         # WAL lets the API read while a worker writes; NORMAL is durable across app
         # crashes (not power loss), the usual trade for WAL.
@@ -50,11 +127,28 @@ def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # A deferred transaction that reads, then writes, fails with SQLITE_BUSY (no wait)
-        # when another writer committed in between; IMMEDIATE takes the write lock up
-        # front so concurrent writers queue on busy_timeout instead. WAL readers are not
-        # blocked by it. Keep transactions short: workers never hold one across an LLM call.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Sessions of read_only(engine) only read: a plain BEGIN, so in WAL mode they never
+        # wait for a writer. Any other transaction may write: a deferred one that reads,
+        # then writes, fails with SQLITE_BUSY (no wait) when another writer committed in
+        # between, so IMMEDIATE takes the write lock up front, after this process's queue
+        # (WriteGate). Keep them short: workers never hold one across an LLM call.
+        if conn.get_execution_options().get(READ_ONLY):
+            conn.exec_driver_sql("BEGIN")
+            return
+        dbapi_conn = conn.connection.dbapi_connection
+        gate.enter(dbapi_conn)
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            gate.leave(dbapi_conn)
+            raise
+
+
+def read_only(engine: Engine) -> Engine:
+    """The same engine and pool, for sessions that only read (see _on_begin). Writing
+    through it works but, under SQLite, may fail with "database is locked" at once."""
+    reader: Engine = engine.execution_options(**{READ_ONLY: True})
+    return reader
 
 
 def is_sqlite(engine: Engine) -> bool:

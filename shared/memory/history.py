@@ -124,32 +124,38 @@ def index_messages(
 ) -> int:
     """Embed the given messages (one embed call) into the user's message collection.
 
-    Idempotent: the point id is the message id. Runs under the user's lock and reads the
-    rows there, so a user deleted meanwhile (delete_user holds the same lock) cannot have
-    their collection re-created by a late write. Returns the number of points written.
+    Idempotent: the point id is the message id. The embedding runs before the user's lock
+    is taken (it is the slow part); under the lock the rows are looked up again, so a
+    message or user deleted meanwhile (delete_user holds the same lock) cannot come back
+    as a point. Returns the number of points written.
     """
     wanted = [i for i in message_ids if i]
     if not wanted:
         return 0
+    with Session(runtime.read_engine) as session:
+        found = session.exec(
+            select(Message)
+            .where(col(Message.id).in_(wanted), Message.user_id == user_id)
+            .order_by(col(Message.seq))
+        ).all()
+    rows = [r for r in found if is_indexable(r)]
+    if not rows:
+        return 0
+    vectors = _embed_uncached(runtime, [index_text(r) for r in rows])
     collection = runtime.messages_collection_for(tenant_id=tenant_id, user_id=user_id)
     with runtime.user_locks.hold(user_id):
-        with Session(runtime.engine) as session:
-            rows = [
-                r
-                for r in session.exec(
-                    select(Message)
-                    .where(col(Message.id).in_(wanted), Message.user_id == user_id)
-                    .order_by(col(Message.seq))
+        with Session(runtime.read_engine) as session:
+            present = set(
+                session.exec(
+                    select(Message.id).where(
+                        col(Message.id).in_([r.id for r in rows]), Message.user_id == user_id
+                    )
                 ).all()
-                if is_indexable(r)
-            ]
-        if not rows:
-            return 0
-        vectors = _embed_uncached(runtime, [index_text(r) for r in rows])
-        runtime.vectors.upsert(
-            collection, [_point(r, v) for r, v in zip(rows, vectors, strict=True)]
-        )
-    return len(rows)
+            )
+        points = [_point(r, v) for r, v in zip(rows, vectors, strict=True) if r.id in present]
+        if points:
+            runtime.vectors.upsert(collection, points)
+    return len(points)
 
 
 def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:

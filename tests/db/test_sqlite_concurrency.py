@@ -1,0 +1,127 @@
+"""SQLite under many threads: writers queue on the process's WriteGate, readers never wait."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session
+
+from shared.db.engine import make_engine
+from tests.conftest import make_settings
+
+THREADS = 16
+WRITES = 25
+
+
+def _engine(tmp_path: Path, busy_timeout_ms: int = 10_000) -> Engine:
+    engine = make_engine(make_settings(tmp_path, database={"busy_timeout_ms": busy_timeout_ms}))
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER)"))
+        conn.execute(text("INSERT INTO counter VALUES (1, 0)"))
+    return engine
+
+
+def test_concurrent_read_modify_write_transactions_lose_no_update(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+
+    def bump(_: int) -> None:
+        for _ in range(WRITES):
+            with Session(engine) as session:
+                n = session.execute(text("SELECT n FROM counter WHERE id = 1")).scalar_one()
+                session.execute(text("UPDATE counter SET n = :n WHERE id = 1"), {"n": n + 1})
+                session.commit()
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(bump, range(THREADS)))
+
+    with Session(engine) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == THREADS * WRITES
+    engine.dispose()
+
+
+@contextmanager
+def _open_write(engine: Engine, value: int, *, commit: bool) -> Iterator[None]:
+    """Another thread holds a write transaction (and SQLite's write lock) for the block."""
+    writing, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Session(engine) as session:
+            session.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
+            writing.set()
+            done.wait(10)
+            session.commit() if commit else session.rollback()
+
+    writer = threading.Thread(target=hold)
+    writer.start()
+    try:
+        assert writing.wait(5)
+        yield
+        assert writer.is_alive()  # still holding when the block ended
+    finally:
+        done.set()
+        writer.join()
+
+
+def test_a_reader_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    reader = engine.execution_options(tiermem_read_only=True)
+    # WAL: the reader sees the last committed state, not the open write; a write
+    # transaction here would queue behind the writer until the block ends.
+    with _open_write(engine, 42, commit=True), Session(reader) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 0
+    with Session(reader) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 42
+    engine.dispose()
+
+
+def test_a_writer_held_up_past_the_busy_timeout_gets_a_clear_error(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, busy_timeout_ms=200)
+    with (
+        _open_write(engine, 1, commit=False),
+        Session(engine) as session,
+        pytest.raises(OperationalError, match="locked"),
+    ):
+        session.execute(text("UPDATE counter SET n = 2 WHERE id = 1"))
+    # The writer rolled back and let go: the next write goes through, nothing was lost.
+    with Session(engine) as session:
+        session.execute(text("UPDATE counter SET n = n + 5 WHERE id = 1"))
+        session.commit()
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 5
+    engine.dispose()
+
+
+def test_a_failed_transaction_and_a_closed_connection_let_go_of_the_gate(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, busy_timeout_ms=2_000)
+    with Session(engine) as session, pytest.raises(IntegrityError):
+        session.execute(text("INSERT INTO counter VALUES (1, 0)"))  # duplicate key
+    # rolled back on the way out: another thread can write
+    _write_from_another_thread(engine, 7)
+
+    with engine.connect() as conn:
+        conn.execute(text("UPDATE counter SET n = 8 WHERE id = 1"))
+        raw = conn.connection.dbapi_connection
+        assert isinstance(raw, sqlite3.Connection)
+        conn.invalidate()  # closes the DBAPI connection mid-transaction
+    _write_from_another_thread(engine, 9)
+    engine.dispose()
+
+
+def _write_from_another_thread(engine: Engine, value: int) -> None:
+    def write() -> None:
+        with Session(engine) as session:
+            session.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
+            session.commit()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(write).result(timeout=5)
+    with Session(engine) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == value
