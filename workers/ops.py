@@ -1,4 +1,5 @@
-"""Celery signal glue for ops: the heartbeat record, and paused queues honoured at startup."""
+"""Celery signal glue for ops: the heartbeat record, paused queues honoured at startup, and
+the startup heap frozen (shared.heap)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 from celery.worker import state
 
+from shared import heap
 from shared.config import Settings
 from shared.db.models import utcnow
 from shared.ops.control import check_queue, paused_queues, set_paused
@@ -66,6 +68,7 @@ def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInf
 @worker_ready.connect
 def _on_ready(sender: Any, **_: Any) -> None:
     settings = get_runtime().settings
+    heap.settle()  # Celery, the tasks and the runtime are loaded
     configured = consumed_queues(sender)
     own = OWN_QUEUES.get(sender.hostname)
     if own is not None:

@@ -23,6 +23,7 @@ from services.api.routes import (
     replay,
     turns,
 )
+from shared import heap
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
@@ -52,6 +53,7 @@ def create_app(
 
         app.state.enqueue = enqueue or enqueue_extraction
         app.state.enqueue_compression = enqueue_compression
+        heap.settle()
         yield
         if runtime is None:
             rt.close()
