@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -125,3 +127,45 @@ def _write_from_another_thread(engine: Engine, value: int) -> None:
         pool.submit(write).result(timeout=5)
     with Session(engine) as session:
         assert session.execute(text("SELECT n FROM counter")).scalar_one() == value
+
+
+_OTHER_PROCESS = """
+import sys
+from sqlalchemy import text
+from sqlmodel import Session
+from shared.db.engine import make_engine
+from tests.conftest import make_settings
+from pathlib import Path
+engine = make_engine(make_settings(Path(sys.argv[1]), database={"busy_timeout_ms": 300}))
+try:
+    with Session(engine) as session:
+        session.execute(text("UPDATE counter SET n = n + 1 WHERE id = 1"))
+        session.commit()
+    print("wrote")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _write_from_another_process(tmp_path: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _OTHER_PROCESS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_processes_take_turns_at_the_write_lock(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with _open_write(engine, 10, commit=True):
+        # The other process queues on the gate's file lock, then gives up with its reason.
+        assert "database is locked: another process held it" in _write_from_another_process(
+            tmp_path
+        )
+    assert _write_from_another_process(tmp_path).strip() == "wrote"
+    with Session(engine) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 11
+    engine.dispose()
