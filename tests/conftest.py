@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import time
@@ -31,6 +32,14 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     base: dict[str, Any] = {"data_dir": tmp_path / "data"}
     base.update(overrides)
     return Settings(**base)
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze_heap() -> Iterator[None]:
+    """Every app a test starts freezes the heap (shared.heap); unfrozen after each test,
+    the test's runtimes and engines can be collected again."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(name="settings")

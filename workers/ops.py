@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from celery.worker import state
 
 from shared import heap
@@ -95,6 +95,13 @@ def _on_ready(sender: Any, **_: Any) -> None:
     _heartbeats.append(beat)
     for start in AFTER_READY.pop(sender.hostname, []):
         threading.Thread(target=start, name="celery-after-ready", daemon=True).start()
+
+
+@worker_process_init.connect
+def _on_child_start(**_: Any) -> None:
+    # A prefork child: pooled connections inherited from the parent are not its to use.
+    get_runtime().engine.dispose(close=False)
+    heap.settle()
 
 
 @worker_shutdown.connect

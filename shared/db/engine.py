@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,8 +25,10 @@ log = logging.getLogger(__name__)
 
 # Execution option naming a connection whose transactions only read.
 READ_ONLY = "tiermem_read_only"
-# How often a writer retries while another process writes (see WriteGate).
+# How often a writer retries while another process writes (see WriteGate): from 0.5 ms,
+# doubling up to 2 ms.
 OTHER_PROCESS_POLL_S = 0.0005
+OTHER_PROCESS_POLL_MAX_S = 0.002
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -50,6 +54,9 @@ def make_engine(settings: Settings) -> Engine:
     return engine
 
 
+_gates: weakref.WeakSet[WriteGate] = weakref.WeakSet()
+
+
 class WriteGate:
     """The queue for SQLite's single write lock, within a process and across processes.
 
@@ -58,35 +65,48 @@ class WriteGate:
     processes writing at once (`tiermem api --workers 2`) ran slower than one. Threads of a
     process queue on a lock here and the next starts the moment the last one's COMMIT or
     ROLLBACK is done; the thread at the head of the queue then takes an advisory lock on a
-    file beside the database (`<database>-writegate`), trying every 0.5 ms while another
-    process holds it, before `BEGIN IMMEDIATE`.
+    file beside the database (`<database>-writegate`), retried every 0.5–2 ms while another
+    process holds it, before `BEGIN IMMEDIATE`. Either wait ends after the busy timeout
+    with "database is locked", as SQLite's own would.
     """
 
     def __init__(self, timeout_s: float, lock_file: Path | None) -> None:
-        self._lock = threading.Lock()
         self._timeout_s = timeout_s
         self._lock_file = lock_file
         self._file: BinaryIO | None = None
-        self._thread: int | None = None
+        self._start_afresh()
+        _gates.add(self)
+
+    def _start_afresh(self) -> None:
+        """In a new process (and a forked child): the parent's lock may be held at the fork,
+        and a flock on the parent's open file would be the parent's own lock."""
+        self._lock = threading.Lock()
+        if self._file is not None:
+            self._file.close()  # the child's copy only: the parent's lock stays
+        self._file = None
         self._conn: int | None = None
 
     def enter(self, dbapi_conn: sqlite3.Connection) -> None:
-        me = threading.get_ident()
-        if self._thread == me:
-            return  # a second write transaction in one thread: SQLite's own lock decides
+        # No exception for a second write transaction in the same thread: it could never
+        # get SQLite's lock from the first anyway, and thread ids mislead under FastAPI,
+        # whose dependencies and endpoint run one request on different threads.
         deadline = time.monotonic() + self._timeout_s
         if not self._lock.acquire(timeout=self._timeout_s):
             raise self._locked("this process's other writers")
-        if not self._lock_other_processes_out(deadline):
+        try:
+            if not self._lock_other_processes_out(deadline):
+                raise self._locked("another process")
+        except BaseException:
             self._lock.release()
-            raise self._locked("another process")
-        self._thread, self._conn = me, id(dbapi_conn)
+            raise
+        self._conn = id(dbapi_conn)
 
     def _lock_other_processes_out(self, deadline: float) -> bool:
         if self._lock_file is None:
             return True  # an in-memory database: no other process sees it
         if self._file is None:
             self._file = open(self._lock_file, "ab")  # noqa: SIM115  # held for the process
+        pause = OTHER_PROCESS_POLL_S
         while True:
             try:
                 fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -94,7 +114,8 @@ class WriteGate:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     return False
-                time.sleep(OTHER_PROCESS_POLL_S)
+                time.sleep(pause)
+                pause = min(pause * 2, OTHER_PROCESS_POLL_MAX_S)
 
     def _locked(self, holder: str) -> OperationalError:
         # As SQLite's own busy timeout reports it, so callers' retries treat it alike.
@@ -105,7 +126,7 @@ class WriteGate:
 
     def leave(self, dbapi_conn: sqlite3.Connection, *, closed: bool = False) -> None:
         if self._conn == id(dbapi_conn) and (closed or not dbapi_conn.in_transaction):
-            self._thread = self._conn = None
+            self._conn = None
             if self._file is not None:
                 fcntl.flock(self._file, fcntl.LOCK_UN)
             self._lock.release()
@@ -140,9 +161,23 @@ class GatedConnection(sqlite3.Connection):
             self.gate.leave(self)
 
 
+def _start_gates_afresh() -> None:
+    for gate in list(_gates):
+        gate._start_afresh()
+
+
+# Celery's prefork pool forks workers from a process that may have written already.
+os.register_at_fork(after_in_child=_start_gates_afresh)
+
+
 def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     database = engine.url.database
-    lock_file = Path(f"{database}-writegate") if database and database != ":memory:" else None
+    # Resolved: two spellings of one database's path must meet at one lock file.
+    lock_file = (
+        Path(f"{Path(database).resolve()}-writegate")
+        if database and database != ":memory:"
+        else None
+    )
     gate = WriteGate(busy_timeout_ms / 1000, lock_file)
 
     @event.listens_for(engine, "connect")

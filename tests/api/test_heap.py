@@ -15,7 +15,7 @@ def _tracked(obj: object) -> bool:
 
 
 def test_the_api_freezes_what_it_loaded_at_startup(runtime: Runtime) -> None:
-    gc.unfreeze()
+    gc.unfreeze()  # conftest unfreezes again after the test
     app = create_app(runtime=runtime, enqueue=lambda ids: None)
     assert _tracked(app.router)
     with TestClient(app) as client:

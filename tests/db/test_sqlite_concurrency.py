@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
-from shared.db.engine import make_engine
+from shared.db.engine import GatedConnection, WriteGate, make_engine, read_only
 from tests.conftest import make_settings
 
 THREADS = 16
@@ -75,7 +75,7 @@ def _open_write(engine: Engine, value: int, *, commit: bool) -> Iterator[None]:
 
 def test_a_reader_does_not_wait_for_a_writer(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
-    reader = engine.execution_options(tiermem_read_only=True)
+    reader = read_only(engine)
     # WAL: the reader sees the last committed state, not the open write; a write
     # transaction here would queue behind the writer until the block ends.
     with _open_write(engine, 42, commit=True), Session(reader) as session:
@@ -110,8 +110,7 @@ def test_a_failed_transaction_and_a_closed_connection_let_go_of_the_gate(tmp_pat
 
     with engine.connect() as conn:
         conn.execute(text("UPDATE counter SET n = 8 WHERE id = 1"))
-        raw = conn.connection.dbapi_connection
-        assert isinstance(raw, sqlite3.Connection)
+        assert isinstance(conn.connection.dbapi_connection, GatedConnection)
         conn.invalidate()  # closes the DBAPI connection mid-transaction
     _write_from_another_thread(engine, 9)
     engine.dispose()
@@ -133,7 +132,7 @@ _OTHER_PROCESS = """
 import sys
 from sqlalchemy import text
 from sqlmodel import Session
-from shared.db.engine import make_engine
+from shared.db.engine import GatedConnection, WriteGate, make_engine, read_only
 from tests.conftest import make_settings
 from pathlib import Path
 engine = make_engine(make_settings(Path(sys.argv[1]), database={"busy_timeout_ms": 300}))
@@ -169,3 +168,40 @@ def test_processes_take_turns_at_the_write_lock(tmp_path: Path) -> None:
     with Session(engine) as session:
         assert session.execute(text("SELECT n FROM counter")).scalar_one() == 11
     engine.dispose()
+
+
+def test_a_transaction_begun_on_one_thread_and_committed_on_another_lets_go(
+    tmp_path: Path,
+) -> None:
+    # FastAPI runs a request's dependencies and its endpoint on different threads.
+    engine = _engine(tmp_path, busy_timeout_ms=300)
+    session = Session(engine)
+
+    def write(value: int) -> None:
+        with Session(engine) as other:
+            other.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
+            other.commit()
+
+    with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
+        first.submit(session.execute, text("UPDATE counter SET n = 3 WHERE id = 1")).result()
+        # Back in the pool while that transaction is open, the first thread's next write
+        # queues like any other thread's.
+        with pytest.raises(OperationalError, match="other writers"):
+            first.submit(write, 4).result()
+        second.submit(session.commit).result()
+        session.close()
+        first.submit(write, 5).result()
+    with Session(engine) as check:
+        assert check.execute(text("SELECT n FROM counter")).scalar_one() == 5
+    engine.dispose()
+
+
+def test_a_gate_that_cannot_take_its_lock_file_fails_each_writer_without_blocking_the_next(
+    tmp_path: Path,
+) -> None:
+    gate = WriteGate(5.0, tmp_path / "missing-folder" / "db-writegate")
+    conn = sqlite3.connect(":memory:")
+    for _ in range(2):  # the second would wait 5 s for a leaked lock, then say "locked"
+        with pytest.raises(FileNotFoundError):
+            gate.enter(conn)
+    conn.close()

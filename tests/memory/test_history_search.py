@@ -4,7 +4,7 @@ message vectors (indexing, reindex, a vector store out of reach), on SQLite and 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,11 @@ from sqlmodel import Session, col, select
 
 from shared.db.migrate import alembic_config, upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant, User
-from shared.embeddings import CachedEmbedder
+from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
 from shared.extraction.pipeline import run_extraction
 from shared.ingest import TranscriptLine
+from shared.memory import history
 from shared.memory.history import (
     fts5_match,
     index_messages,
@@ -396,6 +397,34 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(tmp_path:
         with Session(runtime.engine) as session:
             ids = list(session.exec(select(Message.id).where(Message.user_id == bo.id)))
             delete_user(runtime=runtime, session=session, user=bo)
+        written = index_messages(
+            runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
+        )
+        assert written == 0
+        name = runtime.messages_collection_for(tenant_id=bo.tenant_id, user_id=bo.id)
+        assert name not in runtime.vectors.list_collections()
+    finally:
+        runtime.close()
+
+
+def test_a_user_deleted_while_their_messages_are_embedded_gets_no_points_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, _, bo = build_world(tmp_path)
+    embed = history._embed_uncached
+
+    def delete_meanwhile(rt: Runtime, texts: Sequence[str]) -> Vectors:
+        vectors = embed(rt, texts)  # the rows were read before: the user existed then
+        with Session(runtime.engine) as session:
+            user = session.get(User, bo.id)
+            assert user is not None
+            delete_user(runtime=runtime, session=session, user=user)
+        return vectors
+
+    try:
+        with Session(runtime.engine) as session:
+            ids = list(session.exec(select(Message.id).where(Message.user_id == bo.id)))
+        monkeypatch.setattr(history, "_embed_uncached", delete_meanwhile)
         written = index_messages(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )
