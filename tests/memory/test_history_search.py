@@ -391,40 +391,32 @@ def test_reindex_rebuilds_message_vectors_and_keyword_index(
         runtime.close()
 
 
-def test_a_late_index_write_never_recreates_a_deleted_users_collection(tmp_path: Path) -> None:
-    runtime, _, bo = build_world(tmp_path)
-    try:
-        with Session(runtime.engine) as session:
-            ids = list(session.exec(select(Message.id).where(Message.user_id == bo.id)))
-            delete_user(runtime=runtime, session=session, user=bo)
-        written = index_messages(
-            runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
-        )
-        assert written == 0
-        name = runtime.messages_collection_for(tenant_id=bo.tenant_id, user_id=bo.id)
-        assert name not in runtime.vectors.list_collections()
-    finally:
-        runtime.close()
-
-
-def test_a_user_deleted_while_their_messages_are_embedded_gets_no_points_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("deleted", ["before indexing", "while its messages embed"])
+def test_a_late_index_write_never_recreates_a_deleted_users_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deleted: str
 ) -> None:
     runtime, _, bo = build_world(tmp_path)
-    embed = history._embed_uncached
 
-    def delete_meanwhile(rt: Runtime, texts: Sequence[str]) -> Vectors:
-        vectors = embed(rt, texts)  # the rows were read before: the user existed then
+    def delete() -> None:
         with Session(runtime.engine) as session:
             user = session.get(User, bo.id)
             assert user is not None
             delete_user(runtime=runtime, session=session, user=user)
+
+    embed = history._embed_uncached
+
+    def delete_meanwhile(rt: Runtime, texts: Sequence[str]) -> Vectors:
+        vectors = embed(rt, texts)  # the rows were read before: the user existed then
+        delete()
         return vectors
 
     try:
         with Session(runtime.engine) as session:
             ids = list(session.exec(select(Message.id).where(Message.user_id == bo.id)))
-        monkeypatch.setattr(history, "_embed_uncached", delete_meanwhile)
+        if deleted == "before indexing":
+            delete()
+        else:
+            monkeypatch.setattr(history, "_embed_uncached", delete_meanwhile)
         written = index_messages(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )
