@@ -49,9 +49,27 @@ def make_engine(settings: Settings) -> Engine:
         kwargs["pool_size"] = settings.database.pool_size
         kwargs["max_overflow"] = settings.database.pool_size
     engine = create_engine(url, **kwargs)
+    event.listen(engine, "before_cursor_execute", _refuse_writes_when_read_only)
     if url.get_backend_name() == "sqlite":
         _tune_sqlite(engine, settings.database.busy_timeout_ms)
     return engine
+
+
+def _refuse_writes_when_read_only(
+    conn: Any, _cursor: Any, statement: str, _params: Any, context: Any, _many: bool
+) -> None:
+    # A write through read_only(engine) would work until it met a writer, then fail with
+    # "database is locked" at once (its plain BEGIN holds no write lock): fail every time.
+    writes = context is not None and (context.isinsert or context.isupdate or context.isdelete)
+    if writes and conn.get_execution_options().get(READ_ONLY):
+        raise ReadOnlySessionError(
+            f"a session of read_only(engine) tried to write ({statement.split()[0]}); "
+            "open the session on runtime.engine"
+        )
+
+
+class ReadOnlySessionError(RuntimeError):
+    """A bug in the caller: reads and writes belong in a session of the plain engine."""
 
 
 _gates: weakref.WeakSet[WriteGate] = weakref.WeakSet()

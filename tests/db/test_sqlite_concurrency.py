@@ -12,15 +12,24 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Column, Integer, MetaData, Table, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
-from shared.db.engine import GatedConnection, WriteGate, make_engine, read_only
+from shared.db.engine import (
+    GatedConnection,
+    ReadOnlySessionError,
+    WriteGate,
+    make_engine,
+    read_only,
+)
 from tests.conftest import make_settings
 
 THREADS = 16
+counter = Table(
+    "counter", MetaData(), Column("id", Integer, primary_key=True), Column("n", Integer)
+)
 WRITES = 25
 
 
@@ -130,9 +139,15 @@ def _write_from_another_thread(engine: Engine, value: int) -> None:
 
 _OTHER_PROCESS = """
 import sys
-from sqlalchemy import text
+from sqlalchemy import Column, Integer, MetaData, Table, text, update
 from sqlmodel import Session
-from shared.db.engine import GatedConnection, WriteGate, make_engine, read_only
+from shared.db.engine import (
+    GatedConnection,
+    ReadOnlySessionError,
+    WriteGate,
+    make_engine,
+    read_only,
+)
 from tests.conftest import make_settings
 from pathlib import Path
 engine = make_engine(make_settings(Path(sys.argv[1]), database={"busy_timeout_ms": 300}))
@@ -205,3 +220,12 @@ def test_a_gate_that_cannot_take_its_lock_file_fails_each_writer_without_blockin
         with pytest.raises(FileNotFoundError):
             gate.enter(conn)
     conn.close()
+
+
+def test_a_read_only_session_refuses_to_write(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with Session(read_only(engine)) as session, pytest.raises(ReadOnlySessionError):
+        session.execute(update(counter).values(n=99))
+    with Session(engine) as session:
+        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 0
+    engine.dispose()
