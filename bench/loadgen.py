@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import sys
@@ -213,9 +214,14 @@ async def run(args: argparse.Namespace) -> PhaseResult:
                 raise RuntimeError(f"warm-up request answered {status}")
         if args.warmup > 0:
             await run_phase(client, bodies, rate=args.rate, duration_s=args.warmup)
+        # A full collection here (10-20 ms, measured) would delay completions and be
+        # counted as the server's latency: no cyclic GC while measuring (the phase is short).
+        gc.collect()
+        gc.disable()
         print("MARK measure_start", flush=True)
         result = await run_phase(client, bodies, rate=args.rate, duration_s=args.duration)
         print("MARK measure_end", flush=True)
+        gc.enable()
     finally:
         await client.aclose()
     return result
