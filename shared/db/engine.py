@@ -34,9 +34,13 @@ OTHER_PROCESS_POLL_MAX_S = 0.002
 def make_engine(settings: Settings) -> Engine:
     url = make_url(settings.sqlalchemy_url)
     kwargs: dict[str, Any] = {"echo": settings.database.echo}
-    if url.get_backend_name() == "sqlite":
+    sqlite = url.get_backend_name() == "sqlite"
+    sqlite_file: Path | None = None
+    if sqlite:
         if url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            # Resolved: two spellings of one path must meet at one write-gate lock file.
+            sqlite_file = Path(url.database).resolve()
+            sqlite_file.parent.mkdir(parents=True, exist_ok=True)
         # API threads and worker threads share the engine; writes queue on a WriteGate.
         kwargs["connect_args"] = {
             "check_same_thread": False,
@@ -50,8 +54,8 @@ def make_engine(settings: Settings) -> Engine:
         kwargs["max_overflow"] = settings.database.pool_size
     engine = create_engine(url, **kwargs)
     event.listen(engine, "before_cursor_execute", _refuse_writes_when_read_only)
-    if url.get_backend_name() == "sqlite":
-        _tune_sqlite(engine, settings.database.busy_timeout_ms)
+    if sqlite:
+        _tune_sqlite(engine, settings.database.busy_timeout_ms, sqlite_file)
     return engine
 
 
@@ -171,12 +175,11 @@ class GatedConnection(sqlite3.Connection):
         try:
             super().close()
         finally:
-            if self.gate is not None:
-                self.gate.leave(self, closed=True)
+            self._leave(closed=True)
 
-    def _leave(self) -> None:
+    def _leave(self, *, closed: bool = False) -> None:
         if self.gate is not None:
-            self.gate.leave(self)
+            self.gate.leave(self, closed=closed)
 
 
 def _start_gates_afresh() -> None:
@@ -188,14 +191,9 @@ def _start_gates_afresh() -> None:
 os.register_at_fork(after_in_child=_start_gates_afresh)
 
 
-def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
-    database = engine.url.database
-    # Resolved: two spellings of one database's path must meet at one lock file.
-    lock_file = (
-        Path(f"{Path(database).resolve()}-writegate")
-        if database and database != ":memory:"
-        else None
-    )
+def _tune_sqlite(engine: Engine, busy_timeout_ms: int, database: Path | None) -> None:
+    """`database` is the file (None in memory)."""
+    lock_file = database.with_name(f"{database.name}-writegate") if database else None
     gate = WriteGate(busy_timeout_ms / 1000, lock_file)
 
     @event.listens_for(engine, "connect")
@@ -232,8 +230,8 @@ def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 
 
 def read_only(engine: Engine) -> Engine:
-    """The same engine and pool, for sessions that only read (see _on_begin). Writing
-    through it works but, under SQLite, may fail with "database is locked" at once."""
+    """The same engine and pool, for sessions that only read (see _on_begin); a write
+    through it raises ReadOnlySessionError."""
     reader: Engine = engine.execution_options(**{READ_ONLY: True})
     return reader
 

@@ -41,6 +41,19 @@ def _engine(tmp_path: Path, busy_timeout_ms: int = 10_000) -> Engine:
     return engine
 
 
+def _set(engine: Engine, value: int) -> None:
+    """One committed write of the counter."""
+    with Session(engine) as session:
+        session.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
+        session.commit()
+
+
+def _count(engine: Engine) -> int:
+    with Session(read_only(engine)) as session:
+        n: int = session.execute(text("SELECT n FROM counter")).scalar_one()
+        return n
+
+
 def test_concurrent_read_modify_write_transactions_lose_no_update(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
 
@@ -54,8 +67,7 @@ def test_concurrent_read_modify_write_transactions_lose_no_update(tmp_path: Path
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(bump, range(THREADS)))
 
-    with Session(engine) as session:
-        assert session.execute(text("SELECT n FROM counter")).scalar_one() == THREADS * WRITES
+    assert _count(engine) == THREADS * WRITES
     engine.dispose()
 
 
@@ -89,8 +101,7 @@ def test_a_reader_does_not_wait_for_a_writer(tmp_path: Path) -> None:
     # transaction here would queue behind the writer until the block ends.
     with _open_write(engine, 42, commit=True), Session(reader) as session:
         assert session.execute(text("SELECT n FROM counter")).scalar_one() == 0
-    with Session(reader) as session:
-        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 42
+    assert _count(engine) == 42
     engine.dispose()
 
 
@@ -126,15 +137,9 @@ def test_a_failed_transaction_and_a_closed_connection_let_go_of_the_gate(tmp_pat
 
 
 def _write_from_another_thread(engine: Engine, value: int) -> None:
-    def write() -> None:
-        with Session(engine) as session:
-            session.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
-            session.commit()
-
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(write).result(timeout=5)
-    with Session(engine) as session:
-        assert session.execute(text("SELECT n FROM counter")).scalar_one() == value
+        pool.submit(_set, engine, value).result(timeout=5)
+    assert _count(engine) == value
 
 
 _OTHER_PROCESS = """
@@ -180,8 +185,7 @@ def test_processes_take_turns_at_the_write_lock(tmp_path: Path) -> None:
             tmp_path
         )
     assert _write_from_another_process(tmp_path).strip() == "wrote"
-    with Session(engine) as session:
-        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 11
+    assert _count(engine) == 11
     engine.dispose()
 
 
@@ -191,23 +195,16 @@ def test_a_transaction_begun_on_one_thread_and_committed_on_another_lets_go(
     # FastAPI runs a request's dependencies and its endpoint on different threads.
     engine = _engine(tmp_path, busy_timeout_ms=300)
     session = Session(engine)
-
-    def write(value: int) -> None:
-        with Session(engine) as other:
-            other.execute(text("UPDATE counter SET n = :v WHERE id = 1"), {"v": value})
-            other.commit()
-
     with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
         first.submit(session.execute, text("UPDATE counter SET n = 3 WHERE id = 1")).result()
         # Back in the pool while that transaction is open, the first thread's next write
         # queues like any other thread's.
         with pytest.raises(OperationalError, match="other writers"):
-            first.submit(write, 4).result()
+            first.submit(_set, engine, 4).result()
         second.submit(session.commit).result()
         session.close()
-        first.submit(write, 5).result()
-    with Session(engine) as check:
-        assert check.execute(text("SELECT n FROM counter")).scalar_one() == 5
+        first.submit(_set, engine, 5).result()
+    assert _count(engine) == 5
     engine.dispose()
 
 
@@ -226,6 +223,5 @@ def test_a_read_only_session_refuses_to_write(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     with Session(read_only(engine)) as session, pytest.raises(ReadOnlySessionError):
         session.execute(update(counter).values(n=99))
-    with Session(engine) as session:
-        assert session.execute(text("SELECT n FROM counter")).scalar_one() == 0
+    assert _count(engine) == 0
     engine.dispose()
