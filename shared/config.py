@@ -104,6 +104,9 @@ class DatabaseSettings(BaseModel):
     auto_migrate: bool = True  # run alembic upgrade head at startup
     echo: bool = False
     pool_size: int = 10
+    # An API process commits the POST /turns requests that arrive together in one
+    # transaction, up to this many (shared/turn_writer.py); 1 = a transaction per turn.
+    turn_batch_max: int = Field(default=64, ge=1)
 
 
 class WorkerSettings(BaseModel):

@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from sqlalchemy import Table, insert, update
+from pydantic_core import PydanticUndefined
+from sqlalchemy import Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from shared.config import Settings
-from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
+from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.tokens import count_tokens
 
@@ -84,14 +85,43 @@ class NewMessage:
     created_at: dt.datetime | None = None
 
 
+@dataclass(frozen=True)
+class StoredMessage:
+    id: str
+    seq: int
+    role: str
+    external_id: str | None
+    run_id: str | None  # the extraction run of a user message
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: str
+    status: str
+    extractor: str
+    reply_message_id: str | None
+
+
 @dataclass
 class IngestResult:
     session_id: str
     user_id: str
-    messages: list[Message]
-    runs: list[ExtractionRun]  # new pending runs: enqueue these after the commit
+    messages: list[StoredMessage]
+    runs: list[StoredRun]  # new pending runs: enqueue these after the commit
     duplicates: int = 0  # messages whose external_id was already stored
-    existing_runs: list[ExtractionRun] = field(default_factory=list)
+    existing_runs: list[StoredRun] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    """Messages to append to one session of one user."""
+
+    tenant_id: str
+    user_external_id: str
+    session_external_id: str
+    messages: Sequence[NewMessage]
+    extractor: str
+    check_length: bool = True
 
 
 def turn_messages(turn: TurnIn) -> list[NewMessage]:
@@ -129,6 +159,20 @@ def validate_content(
     return content
 
 
+def check_messages(
+    messages: Sequence[NewMessage], *, settings: Settings, check_length: bool = True
+) -> None:
+    if not messages:
+        raise InvalidInput("no messages to store")
+    for i, m in enumerate(messages):
+        validate_content(
+            m.content,
+            settings=settings,
+            where=f"messages[{i}] ({m.role})",
+            check_length=check_length,
+        )
+
+
 def ingest_messages(
     *,
     session: Session,
@@ -146,122 +190,203 @@ def ingest_messages(
     `result.runs` — the outbox sweeper covers a crash in between. `check_length=False` is
     for text tiermem produced itself (the chat model's reply), which is stored whole.
     """
-    if not messages:
-        raise InvalidInput("no messages to store")
-    for i, m in enumerate(messages):
-        validate_content(
-            m.content,
-            settings=settings,
-            where=f"messages[{i}] ({m.role})",
-            check_length=check_length,
-        )
-
-    # SQLAlchemy Core, not the ORM unit of work: this runs on every turn and the ORM's
-    # flush bookkeeping was most of its cost (bench/results/ingest.md).
-    user_id = _get_or_create_user(session, tenant_id, user_external_id)
-    chat_id = _get_or_create_session(session, tenant_id, user_id, session_external_id)
-
-    # Messages a client re-sends with the same external_id are not stored twice.
-    ext_ids = [m.external_id for m in messages if m.external_id]
-    known: dict[str, Message] = {}
-    if ext_ids:
-        rows = session.exec(
-            select(Message).where(
-                Message.session_id == chat_id, col(Message.external_id).in_(ext_ids)
-            )
-        ).all()
-        known = {r.external_id: r for r in rows if r.external_id}
-    fresh = [m for m in messages if not (m.external_id and m.external_id in known)]
-
-    result = IngestResult(
-        session_id=chat_id,
-        user_id=user_id,
-        messages=[],
-        runs=[],
-        duplicates=len(messages) - len(fresh),
+    request = IngestRequest(
+        tenant_id, user_external_id, session_external_id, messages, extractor, check_length
     )
-    if result.duplicates:
-        run_ids = {r.run_id for r in known.values() if r.run_id}
-        if run_ids:
-            result.existing_runs = list(
-                session.exec(select(ExtractionRun).where(col(ExtractionRun.id).in_(run_ids)))
-            )
-    if not fresh:
-        result.messages = [known[m.external_id] for m in messages if m.external_id]
-        return result
+    return ingest_batch(session=session, settings=settings, requests=[request])[0]
 
-    now = utcnow()
-    first_seq = _reserve_seqs(session, chat_id, len(fresh), now)
-    stored = [
-        Message(
-            tenant_id=tenant_id,
-            user_id=user_id,
-            session_id=chat_id,
-            seq=first_seq + offset,
-            role=m.role,
-            speaker=m.speaker,
-            content=m.content,
-            token_count=count_tokens(m.content),
-            external_id=m.external_id,
-            created_at=_aware(m.created_at),
-            received_at=now,
-        )
-        for offset, m in enumerate(fresh)
-    ]
-    # A user message and the assistant reply right after it form one turn: one run.
-    for i, row in enumerate(stored):
-        if row.role != "user":
-            continue
-        reply = stored[i + 1] if i + 1 < len(stored) and stored[i + 1].role == "assistant" else None
-        run = ExtractionRun(
-            tenant_id=tenant_id,
-            user_id=user_id,
-            session_id=chat_id,
-            message_id=row.id,
-            reply_message_id=reply.id if reply else None,
-            extractor=extractor,
-            enqueued_at=now,
-        )
-        row.extraction_status = "pending"
-        row.run_id = run.id
-        result.runs.append(run)
+
+def ingest_batch(
+    *, session: Session, settings: Settings, requests: Sequence[IngestRequest]
+) -> list[IngestResult]:
+    """`ingest_messages` for many requests in the caller's one transaction (the group
+    commit of shared/turn_writer.py). Each request reads and reserves its positions in
+    order and sees the messages of the requests before it, as if they had committed
+    first; the rows of all go in one INSERT per table. Raises on the first bad request:
+    the caller rolls the whole batch back."""
+    for request in requests:
+        check_messages(request.messages, settings=settings, check_length=request.check_length)
+    batch = _Batch(now=utcnow())
+    results = [_prepare(session, request, batch) for request in requests]
     try:
-        _insert_rows(session, Message, stored)  # messages before runs: runs reference them
-        _insert_rows(session, ExtractionRun, result.runs)
+        if batch.message_rows:  # messages before runs: runs reference them
+            session.execute(_INSERT_MESSAGE, batch.message_rows)
+        if batch.run_rows:
+            session.execute(_INSERT_RUN, batch.run_rows)
     except IntegrityError as exc:
         session.rollback()
         raise Conflict(
             "a message with one of these external_ids was stored at the same moment; "
             "retry the request (it is idempotent on external_id)"
         ) from exc
-    result.messages = stored
-    return result
+    return results
 
 
+# SQLAlchemy Core with statements built once, and rows as plain dicts: this runs on every
+# turn, and the ORM's unit of work, building statements per call and constructing model
+# objects were most of its cost (docs/benchmarks.md, turn ingest).
 def _table(model: type[SQLModel]) -> Table:
     return SQLModel.metadata.tables[str(model.__tablename__)]
 
 
-def _insert_rows(session: Session, model: type[SQLModel], rows: Sequence[SQLModel]) -> None:
-    if not rows:
-        return
-    values = [row.model_dump() for row in rows]
-    # Columns no row sets are left to the database (NULL): an INSERT names only what it
-    # stores, so it also runs against a schema from before a nullable column was added.
-    named = [key for key in values[0] if any(v[key] is not None for v in values)]
-    session.execute(insert(_table(model)), [{key: v[key] for key in named} for v in values])
+_users, _sessions = _table(User), _table(ChatSession)
+_messages, _runs = _table(Message), _table(ExtractionRun)
+_FIND_USER = sa_select(_users.c.id).where(
+    _users.c.tenant_id == bindparam("tenant_id"), _users.c.external_id == bindparam("external_id")
+)
+_FIND_SESSION = sa_select(_sessions.c.id, _sessions.c.user_id).where(
+    _sessions.c.tenant_id == bindparam("tenant_id"),
+    _sessions.c.external_id == bindparam("external_id"),
+)
+_KNOWN_MESSAGES = sa_select(
+    _messages.c.id, _messages.c.seq, _messages.c.role, _messages.c.external_id, _messages.c.run_id
+).where(
+    _messages.c.session_id == bindparam("chat_id"),
+    _messages.c.external_id.in_(bindparam("external_ids", expanding=True)),
+)
+_RUNS_BY_ID = sa_select(
+    _runs.c.id, _runs.c.status, _runs.c.extractor, _runs.c.reply_message_id
+).where(_runs.c.id.in_(bindparam("run_ids", expanding=True)))
+# Atomically take n positions in the session: concurrent writers get disjoint ranges.
+_RESERVE_SEQS = (
+    update(_sessions)
+    .where(_sessions.c.id == bindparam("chat_id"))
+    .values(next_seq=_sessions.c.next_seq + bindparam("n"), updated_at=bindparam("now"))
+    .returning(_sessions.c.next_seq)
+)
+_INSERT_MESSAGE, _INSERT_RUN = insert(_messages), insert(_runs)
 
 
-def _reserve_seqs(session: Session, chat_id: str, n: int, now: dt.datetime) -> int:
-    """Atomically take `n` positions in the session; concurrent writers get disjoint ranges."""
-    stmt = (
-        update(ChatSession)
-        .where(col(ChatSession.id) == chat_id)
-        .values(next_seq=col(ChatSession.next_seq) + n, updated_at=now)
-        .returning(col(ChatSession.next_seq))
+def _model_defaults(model: type[SQLModel]) -> dict[str, object]:
+    """The model's constant, non-NULL field defaults: a row names only what it stores, so an
+    INSERT also runs against a schema from before a nullable column was added."""
+    return {
+        name: info.default
+        for name, info in model.model_fields.items()
+        if info.default is not PydanticUndefined and info.default is not None
+    }
+
+
+_MESSAGE_DEFAULTS, _RUN_DEFAULTS = _model_defaults(Message), _model_defaults(ExtractionRun)
+
+
+@dataclass
+class _Batch:
+    """The rows a batch will insert, and what its later requests must see of them."""
+
+    now: dt.datetime
+    message_rows: list[dict[str, object]] = field(default_factory=list)
+    run_rows: list[dict[str, object]] = field(default_factory=list)
+    messages: dict[tuple[str, str], StoredMessage] = field(default_factory=dict)
+    runs: dict[str, StoredRun] = field(default_factory=dict)
+
+
+def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestResult:
+    tenant_id, now = request.tenant_id, batch.now
+    user_id = _get_or_create_user(session, tenant_id, request.user_external_id)
+    chat_id = _get_or_create_session(session, tenant_id, user_id, request.session_external_id)
+    # Messages a client re-sends with the same external_id are not stored twice.
+    known = _known_messages(session, batch, chat_id, request.messages)
+    fresh = [m for m in request.messages if not (m.external_id and m.external_id in known)]
+    result = IngestResult(
+        session_id=chat_id,
+        user_id=user_id,
+        messages=[],
+        runs=[],
+        duplicates=len(request.messages) - len(fresh),
     )
-    new_next = session.execute(stmt).scalar_one()
-    return int(new_next) - n
+    if result.duplicates:
+        run_ids = {m.run_id for m in known.values() if m.run_id}
+        result.existing_runs = _runs_by_id(session, batch, run_ids)
+    if not fresh:
+        result.messages = [known[m.external_id] for m in request.messages if m.external_id]
+        return result
+
+    first_seq = session.execute(
+        _RESERVE_SEQS, {"chat_id": chat_id, "n": len(fresh), "now": now}
+    ).scalar_one() - len(fresh)
+    rows = [
+        {
+            **_MESSAGE_DEFAULTS,
+            "id": new_id(),
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "session_id": chat_id,
+            "seq": first_seq + offset,
+            "role": m.role,
+            "speaker": m.speaker,
+            "content": m.content,
+            "token_count": count_tokens(m.content),
+            "external_id": m.external_id,
+            "created_at": _aware(m.created_at),
+            "received_at": now,
+            "run_id": None,
+        }
+        for offset, m in enumerate(fresh)
+    ]
+    # A user message and the assistant reply right after it form one turn: one run.
+    for i, row in enumerate(rows):
+        if row["role"] != "user":
+            continue
+        reply = rows[i + 1] if i + 1 < len(rows) and rows[i + 1]["role"] == "assistant" else None
+        run = StoredRun(new_id(), "pending", request.extractor, reply["id"] if reply else None)
+        row["extraction_status"], row["run_id"] = "pending", run.id
+        batch.run_rows.append(
+            {
+                **_RUN_DEFAULTS,
+                "id": run.id,
+                "tenant_id": tenant_id,
+                "user_id": user_id,
+                "session_id": chat_id,
+                "message_id": row["id"],
+                "reply_message_id": run.reply_message_id,
+                "extractor": run.extractor,
+                "created_at": now,
+                "enqueued_at": now,
+                "updated_at": now,
+            }
+        )
+        batch.runs[run.id] = run
+        result.runs.append(run)
+    batch.message_rows += rows
+    for row in rows:
+        message = StoredMessage(
+            str(row["id"]), int(row["seq"]), str(row["role"]), row["external_id"], row["run_id"]
+        )
+        result.messages.append(message)
+        if message.external_id:
+            batch.messages[(chat_id, message.external_id)] = message
+    return result
+
+
+def _known_messages(
+    session: Session, batch: _Batch, chat_id: str, messages: Sequence[NewMessage]
+) -> dict[str, StoredMessage]:
+    known: dict[str, StoredMessage] = {}
+    unseen: list[str] = []
+    for m in messages:
+        if m.external_id:
+            earlier = batch.messages.get((chat_id, m.external_id))
+            if earlier:
+                known[m.external_id] = earlier
+            else:
+                unseen.append(m.external_id)
+    if unseen:
+        rows = session.execute(_KNOWN_MESSAGES, {"chat_id": chat_id, "external_ids": unseen})
+        for row in rows:
+            known[row.external_id] = StoredMessage(
+                row.id, row.seq, row.role, row.external_id, row.run_id
+            )
+    return known
+
+
+def _runs_by_id(session: Session, batch: _Batch, run_ids: set[str]) -> list[StoredRun]:
+    runs = [batch.runs[i] for i in run_ids if i in batch.runs]
+    stored = [i for i in run_ids if i not in batch.runs]
+    if stored:
+        rows = session.execute(_RUNS_BY_ID, {"run_ids": stored})
+        runs += [StoredRun(r.id, r.status, r.extractor, r.reply_message_id) for r in rows]
+    return runs
 
 
 def _insert_ignore(session: Session, model: type[SQLModel], values: dict[str, object]) -> None:
@@ -274,28 +399,22 @@ def _insert_ignore(session: Session, model: type[SQLModel], values: dict[str, ob
 
 
 def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> str:
-    query = sa_select(_table(User).c.id).where(
-        _table(User).c.tenant_id == tenant_id, _table(User).c.external_id == external_id
-    )
-    user_id = session.execute(query).scalar()
+    params = {"tenant_id": tenant_id, "external_id": external_id}
+    user_id = session.execute(_FIND_USER, params).scalar()
     if user_id is None:
-        _insert_ignore(
-            session, User, User(tenant_id=tenant_id, external_id=external_id).model_dump()
-        )
-        user_id = session.execute(query).scalar_one()
+        values = User(tenant_id=tenant_id, external_id=external_id)
+        _insert_ignore(session, User, values.model_dump())
+        user_id = session.execute(_FIND_USER, params).scalar_one()
     return str(user_id)
 
 
 def _get_or_create_session(session: Session, tenant_id: str, user_id: str, external_id: str) -> str:
-    table = _table(ChatSession)
-    query = sa_select(table.c.id, table.c.user_id).where(
-        table.c.tenant_id == tenant_id, table.c.external_id == external_id
-    )
-    row = session.execute(query).first()
+    params = {"tenant_id": tenant_id, "external_id": external_id}
+    row = session.execute(_FIND_SESSION, params).first()
     if row is None:
         values = ChatSession(tenant_id=tenant_id, user_id=user_id, external_id=external_id)
         _insert_ignore(session, ChatSession, values.model_dump())
-        row = session.execute(query).one()
+        row = session.execute(_FIND_SESSION, params).one()
     if row.user_id != user_id:
         raise Conflict(
             f"session {external_id!r} belongs to another user; use a new session id",

@@ -8,6 +8,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,9 @@ def redis_url_fixture() -> Iterator[str]:
     client.flushdb()
 
 
-@pytest.fixture(name="pg_url")
-def pg_url_fixture() -> Iterator[str]:
-    """A fresh PostgreSQL database per test, dropped afterwards."""
+@contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database's URL; dropped on exit."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -136,10 +137,19 @@ def pg_url_fixture() -> Iterator[str]:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
-    yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(name="pg_url")
+def pg_url_fixture() -> Iterator[str]:
+    """A fresh PostgreSQL database per test, dropped afterwards."""
+    with fresh_pg_database() as url:
+        yield url
 
 
 def tiermem_env(settings_env: dict[str, str]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
+from shared.turn_writer import TurnWriter
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,15 @@ def create_app(
 
         app.state.enqueue = enqueue or enqueue_extraction
         app.state.enqueue_compression = enqueue_compression
+        app.state.turn_writer = TurnWriter(
+            rt.engine,
+            settings,
+            after_commit=app.state.enqueue,
+            max_batch=settings.database.turn_batch_max,
+        )
         heap.settle()
         yield
+        app.state.turn_writer.close()
         if runtime is None:
             rt.close()
 

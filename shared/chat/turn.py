@@ -16,7 +16,14 @@ from shared.context.builder import build_context
 from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
-from shared.ingest import Identifier, MessageIn, NewMessage, attach_reply, ingest_messages
+from shared.ingest import (
+    Identifier,
+    MessageIn,
+    NewMessage,
+    StoredRun,
+    attach_reply,
+    ingest_messages,
+)
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 
@@ -239,8 +246,8 @@ def _store_user_message(
     if previous is not None:
         # The same text again right after a turn that got no reply is the client retrying
         # (the openai SDK retries 502/504 by itself): answer it, do not store it twice.
-        run = session.get(ExtractionRun, previous.run_id) if previous.run_id else None
-        return _Turn(tenant_id, turn, previous.id, run.id if run else None, _open(run))
+        found = session.get(ExtractionRun, previous.run_id) if previous.run_id else None
+        return _Turn(tenant_id, turn, previous.id, found.id if found else None, _open(found))
     result = ingest_messages(
         session=session,
         settings=runtime.settings,
@@ -256,7 +263,7 @@ def _store_user_message(
     return _Turn(tenant_id, turn, result.messages[0].id, run.id if run else None, _open(run))
 
 
-def _open(run: ExtractionRun | None) -> bool:
+def _open(run: ExtractionRun | StoredRun | None) -> bool:
     return run is not None and run.status == "pending" and run.reply_message_id is None
 
 

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from services.api.deps import RuntimeDep, SessionDep, TenantDep
-from shared.ingest import ID_RULE, TranscriptLine, TurnIn, ingest_messages, turn_messages
-from shared.runtime import Runtime
+from shared.ingest import (
+    ID_RULE,
+    IngestRequest,
+    IngestResult,
+    TranscriptLine,
+    TurnIn,
+    check_messages,
+    turn_messages,
+)
+from shared.outbox import send_committed
 from shared.transcripts import import_lines
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-log = logging.getLogger(__name__)
 
 SessionIdPath = Annotated[
     str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$", description=ID_RULE)
@@ -32,6 +37,23 @@ class TurnAccepted(BaseModel):
     extractor: str
     duplicate: bool = False
 
+    @classmethod
+    def of(
+        cls, session_id: str, user_id: str, result: IngestResult, extractor: str
+    ) -> TurnAccepted:
+        # A re-sent turn (same external_ids) answers with the run stored the first time.
+        runs = result.runs or result.existing_runs
+        run = runs[0] if runs else None
+        return cls(
+            session_id=session_id,
+            user_id=user_id,
+            message_ids=[m.id for m in result.messages],
+            job_id=run.id if run else None,
+            status=run.status if run else "stored",
+            extractor=run.extractor if run else extractor,
+            duplicate=not result.runs and result.duplicates > 0,
+        )
+
 
 class ImportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -46,16 +68,7 @@ class ImportAccepted(BaseModel):
 
 
 def enqueue(request: Request, run_ids: list[str]) -> None:
-    """After the commit. A broker outage is not the client's problem: the runs are pending
-    in SQL and the outbox sweeper sends them when the broker is back."""
-    if not run_ids:
-        return
-    try:
-        request.app.state.enqueue(run_ids)
-    except Exception:
-        log.warning(
-            "enqueue failed; the outbox sweeper will resend %d runs", len(run_ids), exc_info=True
-        )
+    send_committed(request.app.state.enqueue, run_ids)
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
@@ -66,36 +79,14 @@ async def post_turn(
     runtime: RuntimeDep,
     tenant_id: TenantDep,
 ) -> TurnAccepted:
-    # The hottest route: its blocking work (SQL, then the broker) takes one threadpool hop.
-    return await run_in_threadpool(store_turn, request, runtime, tenant_id, session_id, turn)
-
-
-def store_turn(
-    request: Request, runtime: Runtime, tenant_id: str, session_id: str, turn: TurnIn
-) -> TurnAccepted:
-    with Session(runtime.engine, expire_on_commit=False) as session:
-        result = ingest_messages(
-            session=session,
-            settings=runtime.settings,
-            tenant_id=tenant_id,
-            user_external_id=turn.user_id,
-            session_external_id=session_id,
-            messages=turn_messages(turn),
-            extractor=runtime.settings.extractor_kind,
-        )
-        session.commit()
-    enqueue(request, [r.id for r in result.runs])
-    runs = result.runs or result.existing_runs
-    run = runs[0] if runs else None
-    return TurnAccepted(
-        session_id=session_id,
-        user_id=turn.user_id,
-        message_ids=[m.id for m in result.messages],
-        job_id=run.id if run else None,
-        status=run.status if run else "stored",
-        extractor=run.extractor if run else runtime.settings.extractor_kind,
-        duplicate=not result.runs and result.duplicates > 0,
-    )
+    # The hottest route: no threadpool hop; the process's turn writer commits the turns
+    # that arrive together in one transaction (shared.turn_writer) and enqueues their runs.
+    messages = turn_messages(turn)
+    check_messages(messages, settings=runtime.settings)  # bad input never joins a batch
+    extractor = runtime.settings.extractor_kind
+    stored = IngestRequest(tenant_id, turn.user_id, session_id, messages, extractor)
+    result = await asyncio.wrap_future(request.app.state.turn_writer.submit(stored))
+    return TurnAccepted.of(session_id, turn.user_id, result, extractor)
 
 
 @router.post("/import", status_code=202, response_model=ImportAccepted)
