@@ -6,13 +6,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, text, update
+from sqlalchemy import Column, Integer, MetaData, Table, event, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
@@ -20,6 +21,7 @@ from sqlmodel import Session
 from shared.db.engine import (
     GatedConnection,
     ReadOnlySessionError,
+    WalCheckpointer,
     WriteGate,
     make_engine,
     read_only,
@@ -225,3 +227,50 @@ def test_a_read_only_session_refuses_to_write(tmp_path: Path) -> None:
         session.execute(update(counter).values(n=99))
     assert _count(engine) == 0
     engine.dispose()
+
+
+def _wal_bytes(engine: Engine) -> int:
+    database = Path(str(engine.url.database))
+    return database.with_name(f"{database.name}-wal").stat().st_size
+
+
+@pytest.mark.parametrize("checkpointer", [True, False])
+def test_the_checkpointer_alone_keeps_the_wal_small(tmp_path: Path, checkpointer: bool) -> None:
+    engine = _engine(tmp_path)
+
+    @event.listens_for(engine, "connect")
+    def _no_commit_checkpoints(dbapi_conn: GatedConnection, _record: object) -> None:
+        # Off for this test: only the background thread may copy the WAL back.
+        dbapi_conn.execute("PRAGMA wal_autocheckpoint=0")
+        if not checkpointer:
+            dbapi_conn.checkpointer = None
+
+    engine.dispose()  # connections from now on get the listener above
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE blobs (id INTEGER PRIMARY KEY, data BLOB)"))
+    for i in range(150):  # ~2.4 MB, at a few hundred commits per second
+        with Session(engine) as session:
+            session.execute(text("INSERT INTO blobs VALUES (:i, randomblob(16000))"), {"i": i})
+            session.commit()
+        time.sleep(0.003)
+    time.sleep(0.2)
+    _set(engine, 1)  # a writer after a complete checkpoint starts the WAL over
+    if checkpointer:
+        assert _wal_bytes(engine) < 1_000_000
+    else:
+        assert _wal_bytes(engine) > 2_400_000
+    engine.dispose()
+
+
+def test_the_checkpointer_thread_ends_when_idle_and_comes_back_on_a_commit(tmp_path: Path) -> None:
+    database = tmp_path / "idle.db"
+    sqlite3.connect(database).execute("PRAGMA journal_mode=WAL").fetchall()
+    checkpointer = WalCheckpointer(database, interval_s=0.001, idle_s=0.1)
+    checkpointer.committed()
+    assert checkpointer.running
+    deadline = time.monotonic() + 5
+    while checkpointer.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not checkpointer.running
+    checkpointer.committed()
+    assert checkpointer.running
