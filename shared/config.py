@@ -107,6 +107,8 @@ class DatabaseSettings(BaseModel):
     # An API process commits the POST /turns requests that arrive together in one
     # transaction, up to this many (shared/turn_writer.py); 1 = a transaction per turn.
     turn_batch_max: int = Field(default=64, ge=1)
+    # A POST /turns that waits longer than this for its commit gets 503 (retry).
+    turn_timeout_s: float = Field(default=30.0, gt=0)
 
 
 class WorkerSettings(BaseModel):

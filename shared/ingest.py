@@ -85,7 +85,7 @@ class NewMessage:
     created_at: dt.datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredMessage:
     id: str
     seq: int
@@ -94,7 +94,7 @@ class StoredMessage:
     run_id: str | None  # the extraction run of a user message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredRun:
     id: str
     status: str
@@ -112,7 +112,7 @@ class IngestResult:
     existing_runs: list[StoredRun] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Messages to append to one session of one user."""
 
@@ -191,7 +191,12 @@ def ingest_messages(
     for text tiermem produced itself (the chat model's reply), which is stored whole.
     """
     request = IngestRequest(
-        tenant_id, user_external_id, session_external_id, messages, extractor, check_length
+        tenant_id=tenant_id,
+        user_external_id=user_external_id,
+        session_external_id=session_external_id,
+        messages=messages,
+        extractor=extractor,
+        check_length=check_length,
     )
     return ingest_batch(session=session, settings=settings, requests=[request])[0]
 
@@ -200,14 +205,30 @@ def ingest_batch(
     *, session: Session, settings: Settings, requests: Sequence[IngestRequest]
 ) -> list[IngestResult]:
     """`ingest_messages` for many requests in the caller's one transaction (the group
-    commit of shared/turn_writer.py). Each request reads and reserves its positions in
-    order and sees the messages of the requests before it, as if they had committed
-    first; the rows of all go in one INSERT per table. Raises on the first bad request:
-    the caller rolls the whole batch back."""
+    commit of shared/turn_writer.py); the rows of all go in one INSERT per table. Raises
+    on the first bad request: the caller rolls the whole batch back.
+
+    Requests are stored ordered by user and session, so two batches lock rows in the same
+    order (no deadlock between API processes on PostgreSQL); the sort is stable, so one
+    session's messages keep their arrival order, and each request sees the messages of the
+    ones before it, as if they had committed first.
+    """
     for request in requests:
         check_messages(request.messages, settings=settings, check_length=request.check_length)
-    batch = _Batch(now=utcnow())
-    results = [_prepare(session, request, batch) for request in requests]
+    # Before the first statement, so not while this process holds the write lock.
+    token_counts = {m: count_tokens(m.content) for r in requests for m in r.messages}
+    batch = _Batch(now=utcnow(), token_counts=token_counts)
+    order = sorted(
+        range(len(requests)),
+        key=lambda i: (
+            requests[i].tenant_id,
+            requests[i].user_external_id,
+            requests[i].session_external_id,
+        ),
+    )
+    results: list[IngestResult | None] = [None] * len(requests)
+    for i in order:
+        results[i] = _prepare(session, requests[i], batch)
     try:
         if batch.message_rows:  # messages before runs: runs reference them
             session.execute(_INSERT_MESSAGE, batch.message_rows)
@@ -219,7 +240,7 @@ def ingest_batch(
             "a message with one of these external_ids was stored at the same moment; "
             "retry the request (it is idempotent on external_id)"
         ) from exc
-    return results
+    return [result for result in results if result is not None]
 
 
 # SQLAlchemy Core with statements built once, and rows as plain dicts: this runs on every
@@ -258,8 +279,8 @@ _INSERT_MESSAGE, _INSERT_RUN = insert(_messages), insert(_runs)
 
 
 def _model_defaults(model: type[SQLModel]) -> dict[str, object]:
-    """The model's constant, non-NULL field defaults: a row names only what it stores, so an
-    INSERT also runs against a schema from before a nullable column was added."""
+    """The model's constant, non-NULL field defaults, computed once: rows are plain dicts
+    (constructing model objects cost more than the INSERT), so they start from these."""
     return {
         name: info.default
         for name, info in model.model_fields.items()
@@ -275,6 +296,7 @@ class _Batch:
     """The rows a batch will insert, and what its later requests must see of them."""
 
     now: dt.datetime
+    token_counts: dict[NewMessage, int]
     message_rows: list[dict[str, object]] = field(default_factory=list)
     run_rows: list[dict[str, object]] = field(default_factory=list)
     messages: dict[tuple[str, str], StoredMessage] = field(default_factory=dict)
@@ -282,7 +304,7 @@ class _Batch:
 
 
 def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestResult:
-    tenant_id, now = request.tenant_id, batch.now
+    tenant_id = request.tenant_id
     user_id = _get_or_create_user(session, tenant_id, request.user_external_id)
     chat_id = _get_or_create_session(session, tenant_id, user_id, request.session_external_id)
     # Messages a client re-sends with the same external_id are not stored twice.
@@ -303,60 +325,88 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
         return result
 
     first_seq = session.execute(
-        _RESERVE_SEQS, {"chat_id": chat_id, "n": len(fresh), "now": now}
+        _RESERVE_SEQS, {"chat_id": chat_id, "n": len(fresh), "now": batch.now}
     ).scalar_one() - len(fresh)
-    rows = [
+    rows = _message_rows(request, user_id, chat_id, fresh, first_seq, batch)
+    result.runs = _open_runs(request, rows, batch)
+    batch.message_rows += rows
+    for m, row in zip(fresh, rows, strict=True):
+        message = StoredMessage(
+            id=str(row["id"]),
+            seq=int(str(row["seq"])),
+            role=m.role,
+            external_id=m.external_id,
+            run_id=str(row["run_id"]) if row["run_id"] else None,
+        )
+        result.messages.append(message)
+        if message.external_id:
+            batch.messages[(chat_id, message.external_id)] = message
+    return result
+
+
+def _message_rows(
+    request: IngestRequest,
+    user_id: str,
+    chat_id: str,
+    fresh: Sequence[NewMessage],
+    first_seq: int,
+    batch: _Batch,
+) -> list[dict[str, object]]:
+    return [
         {
             **_MESSAGE_DEFAULTS,
             "id": new_id(),
-            "tenant_id": tenant_id,
+            "tenant_id": request.tenant_id,
             "user_id": user_id,
             "session_id": chat_id,
             "seq": first_seq + offset,
             "role": m.role,
             "speaker": m.speaker,
             "content": m.content,
-            "token_count": count_tokens(m.content),
+            "token_count": batch.token_counts[m],
             "external_id": m.external_id,
             "created_at": _aware(m.created_at),
-            "received_at": now,
+            "received_at": batch.now,
             "run_id": None,
         }
         for offset, m in enumerate(fresh)
     ]
-    # A user message and the assistant reply right after it form one turn: one run.
+
+
+def _open_runs(
+    request: IngestRequest, rows: list[dict[str, object]], batch: _Batch
+) -> list[StoredRun]:
+    """One pending run per user message, with the assistant reply right after it."""
+    runs = []
     for i, row in enumerate(rows):
         if row["role"] != "user":
             continue
         reply = rows[i + 1] if i + 1 < len(rows) and rows[i + 1]["role"] == "assistant" else None
-        run = StoredRun(new_id(), "pending", request.extractor, reply["id"] if reply else None)
+        run = StoredRun(
+            id=new_id(),
+            status="pending",
+            extractor=request.extractor,
+            reply_message_id=str(reply["id"]) if reply else None,
+        )
         row["extraction_status"], row["run_id"] = "pending", run.id
         batch.run_rows.append(
             {
                 **_RUN_DEFAULTS,
                 "id": run.id,
-                "tenant_id": tenant_id,
-                "user_id": user_id,
-                "session_id": chat_id,
+                "tenant_id": row["tenant_id"],
+                "user_id": row["user_id"],
+                "session_id": row["session_id"],
                 "message_id": row["id"],
                 "reply_message_id": run.reply_message_id,
                 "extractor": run.extractor,
-                "created_at": now,
-                "enqueued_at": now,
-                "updated_at": now,
+                "created_at": batch.now,
+                "enqueued_at": batch.now,
+                "updated_at": batch.now,
             }
         )
         batch.runs[run.id] = run
-        result.runs.append(run)
-    batch.message_rows += rows
-    for row in rows:
-        message = StoredMessage(
-            str(row["id"]), int(row["seq"]), str(row["role"]), row["external_id"], row["run_id"]
-        )
-        result.messages.append(message)
-        if message.external_id:
-            batch.messages[(chat_id, message.external_id)] = message
-    return result
+        runs.append(run)
+    return runs
 
 
 def _known_messages(
@@ -375,7 +425,11 @@ def _known_messages(
         rows = session.execute(_KNOWN_MESSAGES, {"chat_id": chat_id, "external_ids": unseen})
         for row in rows:
             known[row.external_id] = StoredMessage(
-                row.id, row.seq, row.role, row.external_id, row.run_id
+                id=row.id,
+                seq=row.seq,
+                role=row.role,
+                external_id=row.external_id,
+                run_id=row.run_id,
             )
     return known
 
@@ -385,7 +439,12 @@ def _runs_by_id(session: Session, batch: _Batch, run_ids: set[str]) -> list[Stor
     stored = [i for i in run_ids if i not in batch.runs]
     if stored:
         rows = session.execute(_RUNS_BY_ID, {"run_ids": stored})
-        runs += [StoredRun(r.id, r.status, r.extractor, r.reply_message_id) for r in rows]
+        runs += [
+            StoredRun(
+                id=r.id, status=r.status, extractor=r.extractor, reply_message_id=r.reply_message_id
+            )
+            for r in rows
+        ]
     return runs
 
 

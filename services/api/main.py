@@ -59,10 +59,14 @@ def create_app(
             settings,
             after_commit=app.state.enqueue,
             max_batch=settings.database.turn_batch_max,
+            timeout_s=settings.database.turn_timeout_s,
         )
         heap.settle()
-        yield
-        app.state.turn_writer.close()
+        try:
+            yield
+        finally:
+            if not app.state.turn_writer.close():
+                log.warning("the turn writer was still storing turns at shutdown")
         if runtime is None:
             rt.close()
 

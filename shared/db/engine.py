@@ -77,6 +77,7 @@ class ReadOnlySessionError(RuntimeError):
 
 
 _gates: weakref.WeakSet[WriteGate] = weakref.WeakSet()
+_checkpointers: weakref.WeakSet[WalCheckpointer] = weakref.WeakSet()
 
 
 class WriteGate:
@@ -146,6 +147,9 @@ class WriteGate:
         )
         return OperationalError("BEGIN IMMEDIATE", None, reason)
 
+    def holds(self, dbapi_conn: sqlite3.Connection) -> bool:
+        return self._conn == id(dbapi_conn)
+
     def leave(self, dbapi_conn: sqlite3.Connection, *, closed: bool = False) -> None:
         if self._conn == id(dbapi_conn) and (closed or not dbapi_conn.in_transaction):
             self._conn = None
@@ -173,6 +177,12 @@ class WalCheckpointer:
         self._database = database
         self._interval_s = interval_s
         self._idle_s = idle_s
+        self._start_afresh()
+        _checkpointers.add(self)
+
+    def _start_afresh(self) -> None:
+        """Also in a forked child: the parent's thread is not there, and its lock may have
+        been held at the fork."""
         self._committed = threading.Event()
         self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -215,11 +225,12 @@ class GatedConnection(sqlite3.Connection):
     checkpointer: WalCheckpointer | None = None
 
     def commit(self) -> None:
+        wrote = self.gate is not None and self.gate.holds(self)  # not a read-only session
         try:
             super().commit()
         finally:
             self._leave()
-        if self.checkpointer is not None:
+        if wrote and self.checkpointer is not None:
             self.checkpointer.committed()
 
     def rollback(self) -> None:
@@ -239,13 +250,15 @@ class GatedConnection(sqlite3.Connection):
             self.gate.leave(self, closed=closed)
 
 
-def _start_gates_afresh() -> None:
+def _start_afresh_after_fork() -> None:
     for gate in list(_gates):
         gate._start_afresh()
+    for checkpointer in list(_checkpointers):
+        checkpointer._start_afresh()
 
 
 # Celery's prefork pool forks workers from a process that may have written already.
-os.register_at_fork(after_in_child=_start_gates_afresh)
+os.register_at_fork(after_in_child=_start_afresh_after_fork)
 
 
 def _tune_sqlite(engine: Engine, busy_timeout_ms: int, database: Path | None) -> None:

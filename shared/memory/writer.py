@@ -116,7 +116,10 @@ def apply_facts(
     # The database's own per-user serialization (PostgreSQL; SQLite's BEGIN IMMEDIATE
     # already is one): should the user's lock expire mid-write, a second writer waits here
     # instead of deciding from a stale read (a lost merge, or a fact superseding its twin).
-    session.exec(select(User.id).where(User.id == prov.user_id).with_for_update())
+    # FOR NO KEY UPDATE: it excludes another writer of this user, but not the KEY SHARE
+    # lock an INSERT referencing the user takes, so the API's turn writer, which stores
+    # every user's turns, never waits behind a memory write.
+    session.exec(select(User.id).where(User.id == prov.user_id).with_for_update(key_share=True))
     outcome = WriteOutcome()
     to_upsert = outcome.vectors
     # Facts added earlier in this same batch: not yet in the vector store.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request
@@ -84,8 +83,14 @@ async def post_turn(
     messages = turn_messages(turn)
     check_messages(messages, settings=runtime.settings)  # bad input never joins a batch
     extractor = runtime.settings.extractor_kind
-    stored = IngestRequest(tenant_id, turn.user_id, session_id, messages, extractor)
-    result = await asyncio.wrap_future(request.app.state.turn_writer.submit(stored))
+    ingest_request = IngestRequest(
+        tenant_id=tenant_id,
+        user_external_id=turn.user_id,
+        session_external_id=session_id,
+        messages=messages,
+        extractor=extractor,
+    )
+    result = await request.app.state.turn_writer.store(ingest_request)
     return TurnAccepted.of(session_id, turn.user_id, result, extractor)
 
 
