@@ -164,6 +164,18 @@ def store(tmp_path: Path) -> Iterator[tuple[Runtime, str]]:
     runtime.close()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Runtime, str]]:
+    """A fresh SQLite file or PostgreSQL database with one tenant."""
+    with ExitStack() as stack:
+        overrides = {}
+        if request.param == "postgres":
+            overrides["database_url"] = stack.enter_context(fresh_pg_database())
+        runtime, tenant_id = _runtime(make_settings(tmp_path, **overrides))
+        stack.callback(runtime.close)
+        yield runtime, tenant_id
+
+
 def _request(tenant_id: str, user: str, chat: str, text_: str) -> IngestRequest:
     return IngestRequest(
         tenant_id=tenant_id,
@@ -228,9 +240,9 @@ def test_an_enqueue_failure_still_answers_and_leaves_the_runs_pending(
 
 
 def test_concurrent_turns_get_contiguous_positions_and_one_run_each(
-    store: tuple[Runtime, str],
+    any_store: tuple[Runtime, str],
 ) -> None:
-    runtime, tenant_id = store
+    runtime, tenant_id = any_store
     recorder = Recorder()
     writer = TurnWriter(runtime.engine, runtime.settings, after_commit=recorder, max_batch=8)
     chats, per_thread, threads = 4, 20, 8
