@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticUndefined
-from sqlalchemy import Table, bindparam, insert, update
+from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
@@ -226,9 +226,7 @@ def ingest_batch(
             requests[i].session_external_id,
         ),
     )
-    results: list[IngestResult | None] = [None] * len(requests)
-    for i in order:
-        results[i] = _prepare(session, requests[i], batch)
+    results = {i: _prepare(session, requests[i], batch) for i in order}
     try:
         if batch.message_rows:  # messages before runs: runs reference them
             session.execute(_INSERT_MESSAGE, batch.message_rows)
@@ -240,7 +238,7 @@ def ingest_batch(
             "a message with one of these external_ids was stored at the same moment; "
             "retry the request (it is idempotent on external_id)"
         ) from exc
-    return [result for result in results if result is not None]
+    return [results[i] for i in range(len(requests))]
 
 
 # SQLAlchemy Core with statements built once, and rows as plain dicts: this runs on every
@@ -297,8 +295,8 @@ class _Batch:
 
     now: dt.datetime
     token_counts: dict[NewMessage, int]
-    message_rows: list[dict[str, object]] = field(default_factory=list)
-    run_rows: list[dict[str, object]] = field(default_factory=list)
+    message_rows: list[dict[str, Any]] = field(default_factory=list)
+    run_rows: list[dict[str, Any]] = field(default_factory=list)
     messages: dict[tuple[str, str], StoredMessage] = field(default_factory=dict)
     runs: dict[str, StoredRun] = field(default_factory=dict)
 
@@ -332,11 +330,11 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
     batch.message_rows += rows
     for m, row in zip(fresh, rows, strict=True):
         message = StoredMessage(
-            id=str(row["id"]),
-            seq=int(str(row["seq"])),
+            id=row["id"],
+            seq=row["seq"],
             role=m.role,
             external_id=m.external_id,
-            run_id=str(row["run_id"]) if row["run_id"] else None,
+            run_id=row["run_id"],
         )
         result.messages.append(message)
         if message.external_id:
@@ -351,7 +349,7 @@ def _message_rows(
     fresh: Sequence[NewMessage],
     first_seq: int,
     batch: _Batch,
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     return [
         {
             **_MESSAGE_DEFAULTS,
@@ -374,7 +372,7 @@ def _message_rows(
 
 
 def _open_runs(
-    request: IngestRequest, rows: list[dict[str, object]], batch: _Batch
+    request: IngestRequest, rows: list[dict[str, Any]], batch: _Batch
 ) -> list[StoredRun]:
     """One pending run per user message, with the assistant reply right after it."""
     runs = []
@@ -386,7 +384,7 @@ def _open_runs(
             id=new_id(),
             status="pending",
             extractor=request.extractor,
-            reply_message_id=str(reply["id"]) if reply else None,
+            reply_message_id=reply["id"] if reply else None,
         )
         row["extraction_status"], row["run_id"] = "pending", run.id
         batch.run_rows.append(
@@ -448,32 +446,38 @@ def _runs_by_id(session: Session, batch: _Batch, run_ids: set[str]) -> list[Stor
     return runs
 
 
-def _insert_ignore(session: Session, model: type[SQLModel], values: dict[str, object]) -> None:
-    """INSERT … ON CONFLICT DO NOTHING: two first turns of a new user may race."""
-    table = _table(model)
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(postgresql.insert(table).values(**values).on_conflict_do_nothing())
-    else:
-        session.execute(sqlite.insert(table).values(**values).on_conflict_do_nothing())
+def _find_or_insert(
+    session: Session, find: Select[Any], params: dict[str, str], new: Callable[[], SQLModel]
+) -> Row[Any]:
+    """The row `find` selects, inserted from `new()` first if there is none. The INSERT is
+    ON CONFLICT DO NOTHING: two first turns of a new user or session may race."""
+    row = session.execute(find, params).first()
+    if row is None:
+        created = new()
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        insert_ignore = dialect.insert(_table(type(created))).on_conflict_do_nothing()
+        session.execute(insert_ignore.values(**created.model_dump()))
+        row = session.execute(find, params).one()
+    return row
 
 
 def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> str:
-    params = {"tenant_id": tenant_id, "external_id": external_id}
-    user_id = session.execute(_FIND_USER, params).scalar()
-    if user_id is None:
-        values = User(tenant_id=tenant_id, external_id=external_id)
-        _insert_ignore(session, User, values.model_dump())
-        user_id = session.execute(_FIND_USER, params).scalar_one()
-    return str(user_id)
+    row = _find_or_insert(
+        session,
+        _FIND_USER,
+        {"tenant_id": tenant_id, "external_id": external_id},
+        lambda: User(tenant_id=tenant_id, external_id=external_id),
+    )
+    return str(row.id)
 
 
 def _get_or_create_session(session: Session, tenant_id: str, user_id: str, external_id: str) -> str:
-    params = {"tenant_id": tenant_id, "external_id": external_id}
-    row = session.execute(_FIND_SESSION, params).first()
-    if row is None:
-        values = ChatSession(tenant_id=tenant_id, user_id=user_id, external_id=external_id)
-        _insert_ignore(session, ChatSession, values.model_dump())
-        row = session.execute(_FIND_SESSION, params).one()
+    row = _find_or_insert(
+        session,
+        _FIND_SESSION,
+        {"tenant_id": tenant_id, "external_id": external_id},
+        lambda: ChatSession(tenant_id=tenant_id, user_id=user_id, external_id=external_id),
+    )
     if row.user_id != user_id:
         raise Conflict(
             f"session {external_id!r} belongs to another user; use a new session id",

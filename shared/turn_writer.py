@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from sqlalchemy.engine import Engine
@@ -37,6 +37,8 @@ from shared.outbox import send_committed
 log = logging.getLogger(__name__)
 
 
+# What a client told "not stored" should do; a resend is safe with external_ids.
+RESEND = "send it again (with external_ids a turn already stored is not stored twice)"
 _Item = tuple[IngestRequest, "Future[IngestResult]"]
 _Outcome = IngestResult | Exception
 # The database's state, not a turn's: every turn of the batch would fail alike.
@@ -100,8 +102,7 @@ class TurnWriter:
         except TimeoutError:
             raise Unavailable(
                 f"the turn was not stored within {self._timeout_s:g}s "
-                "(TIERMEM_DATABASE__TURN_TIMEOUT_S); send it again (with external_ids a turn "
-                "already stored is not stored twice)"
+                f"(TIERMEM_DATABASE__TURN_TIMEOUT_S); {RESEND}"
             ) from None
 
     def close(self, timeout_s: float = 10.0) -> bool:
@@ -144,11 +145,11 @@ class TurnWriter:
             items.append(item)
         return [item for item in items if item[1].set_running_or_notify_cancel()]
 
-    def _store(self, batch: list[_Item]) -> list[_Outcome]:
+    def _store(self, batch: list[_Item]) -> Sequence[_Outcome]:
         requests = [request for request, _ in batch]
         if len(requests) > 1:
             try:
-                return list(self._store_together(requests))
+                return self._store_together(requests)
             except _DATABASE_ERRORS as exc:
                 return [_unavailable(exc) for _ in requests]
             except Exception:
@@ -156,7 +157,7 @@ class TurnWriter:
         return [self._store_alone(request) for request in requests]
 
     def _store_together(self, requests: list[IngestRequest]) -> list[IngestResult]:
-        with Session(self._engine, expire_on_commit=False) as session:
+        with Session(self._engine) as session:  # Core rows only: nothing to expire
             results = ingest_batch(session=session, settings=self._settings, requests=requests)
             session.commit()
         return results
@@ -187,8 +188,7 @@ class TurnWriter:
 
 def _unavailable(exc: Exception) -> Unavailable:
     error = Unavailable(
-        "the database could not store the turn right now; send it again (with external_ids "
-        "a turn already stored is not stored twice)",
+        f"the database could not store the turn right now; {RESEND}",
         details={"reason": str(getattr(exc, "orig", exc))[:200]},
     )
     error.__cause__ = exc

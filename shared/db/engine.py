@@ -76,8 +76,8 @@ class ReadOnlySessionError(RuntimeError):
     """A bug in the caller: reads and writes belong in a session of the plain engine."""
 
 
-_gates: weakref.WeakSet[WriteGate] = weakref.WeakSet()
-_checkpointers: weakref.WeakSet[WalCheckpointer] = weakref.WeakSet()
+# Per-process state that a forked child (Celery's prefork pool) must start afresh.
+_per_process: weakref.WeakSet[WriteGate | WalCheckpointer] = weakref.WeakSet()
 
 
 class WriteGate:
@@ -98,7 +98,7 @@ class WriteGate:
         self._lock_file = lock_file
         self._file: BinaryIO | None = None
         self._start_afresh()
-        _gates.add(self)
+        _per_process.add(self)
 
     def _start_afresh(self) -> None:
         """In a new process (and a forked child): the parent's lock may be held at the fork,
@@ -151,7 +151,7 @@ class WriteGate:
         return self._conn == id(dbapi_conn)
 
     def leave(self, dbapi_conn: sqlite3.Connection, *, closed: bool = False) -> None:
-        if self._conn == id(dbapi_conn) and (closed or not dbapi_conn.in_transaction):
+        if self.holds(dbapi_conn) and (closed or not dbapi_conn.in_transaction):
             self._conn = None
             if self._file is not None:
                 fcntl.flock(self._file, fcntl.LOCK_UN)
@@ -178,7 +178,7 @@ class WalCheckpointer:
         self._interval_s = interval_s
         self._idle_s = idle_s
         self._start_afresh()
-        _checkpointers.add(self)
+        _per_process.add(self)
 
     def _start_afresh(self) -> None:
         """Also in a forked child: the parent's thread is not there, and its lock may have
@@ -251,13 +251,10 @@ class GatedConnection(sqlite3.Connection):
 
 
 def _start_afresh_after_fork() -> None:
-    for gate in list(_gates):
-        gate._start_afresh()
-    for checkpointer in list(_checkpointers):
-        checkpointer._start_afresh()
+    for state in list(_per_process):
+        state._start_afresh()
 
 
-# Celery's prefork pool forks workers from a process that may have written already.
 os.register_at_fork(after_in_child=_start_afresh_after_fork)
 
 
