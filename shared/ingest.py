@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic_core import PydanticUndefined
 from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
@@ -19,50 +18,34 @@ from sqlmodel import Session, SQLModel, col, select
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.inputs import Identifier, RequestModel, Timestamp, to_utc
 from shared.tokens import count_tokens
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$")
-ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit"
-
-
-def check_identifier(value: str) -> str:
-    if not _ID_RE.match(value):
-        raise ValueError(f"invalid id {value[:40]!r}: use {ID_RULE}")
-    return value
-
-
-Identifier = Annotated[str, AfterValidator(check_identifier)]
 Role = Literal["user", "assistant", "system", "tool"]
+NonEmptyText = Annotated[str, Field(min_length=1)]
 
 
-def _aware(value: dt.datetime | None) -> dt.datetime:
-    if value is None:
-        return utcnow()
-    # A timestamp without an offset is taken as UTC rather than refused: most chat logs are.
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-class MessageIn(BaseModel):
+class MessageIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
-    content: str
+    content: str = Field(min_length=1)
     speaker: str | None = Field(default=None, max_length=100)
     external_id: Identifier | None = None
-    created_at: dt.datetime | None = None
+    created_at: Timestamp | None = None
 
 
-class TurnIn(BaseModel):
+class TurnIn(RequestModel):
     """One exchange: the user's message and, usually, the assistant's reply."""
 
     model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier
-    user_message: MessageIn | str
-    assistant_message: MessageIn | str | None = None
-    created_at: dt.datetime | None = None
+    user_message: MessageIn | NonEmptyText
+    assistant_message: MessageIn | NonEmptyText | None = None
+    created_at: Timestamp | None = None
 
 
-class TranscriptLine(BaseModel):
+class TranscriptLine(RequestModel):
     """One message of an existing transcript (`tiermem import` and POST /v1/import)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -70,9 +53,9 @@ class TranscriptLine(BaseModel):
     user_id: Identifier = Field(validation_alias="user_id")
     session_id: Identifier
     role: Role
-    content: str
+    content: str = Field(min_length=1)
     speaker: str | None = Field(default=None, max_length=100)
-    created_at: dt.datetime | None = None
+    created_at: Timestamp | None = None
     external_id: Identifier | None = None
 
 
@@ -363,7 +346,7 @@ def _message_rows(
             "content": m.content,
             "token_count": batch.token_counts[m],
             "external_id": m.external_id,
-            "created_at": _aware(m.created_at),
+            "created_at": to_utc(m.created_at) if m.created_at else utcnow(),
             "received_at": batch.now,
             "run_id": None,
         }

@@ -44,7 +44,7 @@ class JobPublic(BaseModel):
 
 
 def get_job(*, session: Session, job_id: str, tenant_id: str | None) -> ExtractionRun:
-    """tenant_id None (admin) sees every tenant's jobs."""
+    """tenant_id None (the operator) sees every tenant's jobs; another tenant's job is 404."""
     run = session.get(ExtractionRun, job_id)
     if run is None or (tenant_id is not None and run.tenant_id != tenant_id):
         raise NotFound(f"job {job_id} not found")

@@ -40,7 +40,7 @@ from shared.db.models import (
 )
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.extraction.schemas import typed_fact_adapter
-from shared.ingest import Identifier
+from shared.inputs import Identifier, RequestModel, Timestamp
 from shared.memory.writer import (
     Provenance,
     WriteOutcome,
@@ -57,7 +57,7 @@ OPEN = ("pending", "running", "retrying")
 INSERT_PAGE = 2000
 
 
-class ReplayIn(BaseModel):
+class ReplayIn(RequestModel):
     """POST /v1/replay: which turns, and what to do with their new extraction."""
 
     model_config = ConfigDict(extra="forbid")
@@ -70,8 +70,10 @@ class ReplayIn(BaseModel):
     session_ids: list[Identifier] | None = Field(
         default=None, max_length=10_000, description="sessions' external ids (needs tenant_id)"
     )
-    since: dt.datetime | None = Field(default=None, description="turns said at or after")
-    until: dt.datetime | None = Field(default=None, description="turns said before")
+    since: Timestamp | None = Field(default=None, description="turns said at or after")
+    until: Timestamp | None = Field(
+        default=None, description="turns said before (later than `since`)"
+    )
     stale_only: bool = Field(
         default=False,
         description="only turns whose last extraction used another extractor version",
@@ -79,8 +81,6 @@ class ReplayIn(BaseModel):
 
     @model_validator(mode="after")
     def _scoped(self) -> ReplayIn:
-        if (self.user_ids or self.session_ids) and not self.tenant_id:
-            raise ValueError("user_ids and session_ids are per tenant: give tenant_id too")
         if self.since and self.until and self.since >= self.until:
             raise ValueError("since must be before until")
         return self
@@ -109,6 +109,8 @@ class ReplayProgress(BaseModel):
 
 def create_job(*, session: Session, runtime: Runtime, body: ReplayIn) -> ReplayJob:
     """Select the turns and open their runs (committed); the caller starts the dispatcher."""
+    if (body.user_ids or body.session_ids) and not body.tenant_id:
+        raise InvalidInput("user_ids and session_ids are per tenant: give tenant_id too")
     extractor = runtime.extractor
     query = sa_select(
         col(ExtractionRun.tenant_id),
@@ -191,15 +193,30 @@ def _ids(
     return [r[0] for r in rows]
 
 
-def get_job(session: Session, job_id: str) -> ReplayJob:
+def get_job(session: Session, job_id: str, tenant_id: str | None = None) -> ReplayJob:
+    """`tenant_id`: only a replay of that tenant is found (None: any replay)."""
     job = session.get(ReplayJob, job_id)
-    if job is None:
+    if job is None or (tenant_id is not None and job.tenant_id != tenant_id):
         raise NotFound(f"replay job {job_id} not found")
     return job
 
 
-def progress(*, session: Session, job_id: str, now: dt.datetime | None = None) -> ReplayProgress:
-    job = get_job(session, job_id)
+def list_jobs(*, session: Session, tenant_id: str | None, limit: int = 50) -> list[ReplayProgress]:
+    """The newest replays (of `tenant_id`; None: all)."""
+    query = select(ReplayJob.id).order_by(col(ReplayJob.created_at).desc()).limit(limit)
+    if tenant_id is not None:
+        query = query.where(ReplayJob.tenant_id == tenant_id)
+    return [progress(session=session, job_id=i) for i in session.exec(query).all()]
+
+
+def progress(
+    *,
+    session: Session,
+    job_id: str,
+    tenant_id: str | None = None,
+    now: dt.datetime | None = None,
+) -> ReplayProgress:
+    job = get_job(session, job_id, tenant_id)
     now = now or utcnow()
     runs = col(ExtractionRun.replay_job_id) == job_id
     counts: dict[str, int] = dict(
@@ -235,9 +252,9 @@ def progress(*, session: Session, job_id: str, now: dt.datetime | None = None) -
     )  # fmt: skip
 
 
-def cancel(*, session: Session, job_id: str) -> ReplayJob:
+def cancel(*, session: Session, job_id: str, tenant_id: str | None = None) -> ReplayJob:
     """Workers stop taking its turns; what is pending stays pending for a resume."""
-    job = get_job(session, job_id)
+    job = get_job(session, job_id, tenant_id)
     if job.status == "done":
         raise Conflict(f"replay job {job_id} is done already")
     job.status = "cancelled"
@@ -247,11 +264,11 @@ def cancel(*, session: Session, job_id: str) -> ReplayJob:
     return job
 
 
-def resume(*, session: Session, job_id: str) -> ReplayJob:
+def resume(*, session: Session, job_id: str, tenant_id: str | None = None) -> ReplayJob:
     """Running again: turns a crashed worker left running go back to pending, and every
     pending turn is sent again by the dispatcher (a turn that finishes twice changes
     nothing the second time)."""
-    job = get_job(session, job_id)
+    job = get_job(session, job_id, tenant_id)
     if job.status == "done":
         raise Conflict(f"replay job {job_id} is done already")
     now = utcnow()

@@ -1,4 +1,4 @@
-"""Tenants and API keys: stored hashed; an app key reaches one tenant, admin reaches ops."""
+"""Tenants, API keys (stored hashed) and who reaches what: app, tenant admin, operator."""
 
 from __future__ import annotations
 
@@ -16,17 +16,62 @@ from shared.config import Settings
 from shared.db.models import ApiKey, Tenant
 from shared.errors import Conflict, Forbidden, NotFound, Unauthorized
 
-Scope = Literal["app", "admin"]
+Scope = Literal["app", "admin"]  # what a stored key is: stored keys always have a tenant
+Role = Literal["app", "tenant_admin", "operator"]
+
+OPERATOR_ONLY = (
+    "this endpoint needs the operator's admin key (TIERMEM_AUTH__ADMIN_KEY): it spans every "
+    "tenant and the shared workers, beyond a tenant admin key"
+)
 
 
 @dataclass(frozen=True)
 class Principal:
-    scope: Scope
-    tenant_id: str | None  # None for the configured admin key
+    """Who is calling, and so what they reach; every authorization decision is made here.
+
+    - `app` key: its tenant's users, sessions and jobs.
+    - `tenant_admin` key (a stored key of scope admin): all that, plus its own tenant's keys,
+      replays and ops rows. It never reaches another tenant.
+    - `operator` (TIERMEM_AUTH__ADMIN_KEY, from settings only): every tenant, tenant
+      creation, the shared workers and queues, /metrics; no user data (that needs an app key).
+    """
+
+    role: Role
+    tenant_id: str | None  # None only for the operator
+
+    @property
+    def scope(self) -> Scope:
+        return "app" if self.role == "app" else "admin"
+
+    @property
+    def visible_tenant(self) -> str | None:
+        """The tenant whose objects (jobs, replays, runs) this caller may see; None: all."""
+        return None if self.role == "operator" else self.tenant_id
 
     def require_admin(self) -> None:
-        if self.scope != "admin":
-            raise Forbidden("this endpoint needs an admin key", details={"scope": self.scope})
+        if self.role == "app":
+            raise Forbidden(
+                "this endpoint needs an admin key: a tenant admin key (`tiermem tenants key "
+                "NAME --admin`) or the operator key",
+                details={"scope": self.scope},
+            )
+
+    def require_operator(self) -> None:
+        if self.role != "operator":
+            raise Forbidden(OPERATOR_ONLY, details={"scope": self.scope})
+
+    def reach_tenant(self, tenant_id: str | None) -> str | None:
+        """The tenant an admin action on `tenant_id` (None: every tenant) may cover: the
+        operator's as asked; a tenant admin's is always its own, and naming another is 403."""
+        self.require_admin()
+        if self.role == "operator":
+            return tenant_id
+        if tenant_id is not None and tenant_id != self.tenant_id:
+            raise Forbidden(
+                "a tenant admin key reaches only its own tenant",
+                details={"tenant_id": tenant_id, "own_tenant_id": self.tenant_id},
+            )
+        return self.tenant_id
 
 
 def hash_key(key: str) -> str:
@@ -69,11 +114,13 @@ def authenticate(*, session: Session, settings: Settings, key: str | None) -> Pr
         raise missing_key()
     admin_key = settings.admin_key
     if admin_key and hmac.compare_digest(key.encode(), admin_key.encode()):
-        return Principal(scope="admin", tenant_id=None)
+        return Principal(role="operator", tenant_id=None)
     row = session.exec(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).first()
-    if row is None or row.revoked_at is not None:
+    # A stored key without a tenant (none is made any more) would otherwise be an operator.
+    if row is None or row.revoked_at is not None or row.tenant_id is None:
         raise Unauthorized("unknown or revoked API key")
-    return Principal(scope="admin" if row.scope == "admin" else "app", tenant_id=row.tenant_id)
+    role: Role = "tenant_admin" if row.scope == "admin" else "app"
+    return Principal(role=role, tenant_id=row.tenant_id)
 
 
 def get_tenant_by_name(*, session: Session, name: str) -> Tenant | None:
@@ -95,15 +142,13 @@ def create_tenant(*, session: Session, name: str) -> Tenant:
 def create_api_key(
     *,
     session: Session,
-    tenant_id: str | None,
+    tenant_id: str,
     scope: Scope = "app",
     name: str = "",
     key: str | None = None,
 ) -> tuple[ApiKey, str]:
     """Store a new key; the plaintext is returned once and never again."""
-    if scope == "app" and tenant_id is None:
-        raise NotFound("an app key needs a tenant")
-    if tenant_id is not None and session.get(Tenant, tenant_id) is None:
+    if session.get(Tenant, tenant_id) is None:
         raise NotFound(f"tenant {tenant_id} not found")
     plaintext = key or f"tm_{secrets.token_urlsafe(32)}"
     row = ApiKey(

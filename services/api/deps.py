@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from shared.db.models import User
 from shared.errors import Forbidden
-from shared.ingest import ID_RULE, find_user
+from shared.ingest import find_user
+from shared.inputs import ID_RULE, Identifier
 from shared.runtime import Runtime
 from shared.tenancy import Principal, authenticate, hash_key, missing_key
 
@@ -85,10 +86,19 @@ async def require_admin(principal: PrincipalDep) -> Principal:
     return principal
 
 
-AdminDep = Annotated[Principal, Depends(require_admin)]
+async def require_operator(principal: PrincipalDep) -> Principal:
+    principal.require_operator()
+    return principal
 
-UserIdPath = Annotated[
-    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$", description=ID_RULE)
+
+# A tenant admin or the operator; the route narrows to a tenant with principal.reach_tenant.
+AdminDep = Annotated[Principal, Depends(require_admin)]
+OperatorDep = Annotated[Principal, Depends(require_operator)]
+
+# Ids in paths and queries follow the same rule as in bodies (shared.inputs.Identifier).
+UserIdPath = Annotated[Identifier, Path(description=f"the user's id in your system; {ID_RULE}")]
+SessionIdPath = Annotated[
+    Identifier, Path(description=f"the session's id in your system; {ID_RULE}")
 ]
 
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import DomainError
-from shared.ingest import ID_RULE
+from shared.inputs import ID_PATTERN, ID_RULE
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,9 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 400,
             )
-        first = errors[0] if errors else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        problem = first.get("msg", "invalid value")
-        if first.get("type") == "string_pattern_mismatch" and first.get("loc", ("",))[0] == "path":
-            problem = f"invalid id; use {ID_RULE}"  # not the raw regex
+        first = min(errors, key=_specificity) if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if not _is_tag(p))
+        problem = _problem(first)
         message = f"{where}: {problem}" if where else problem
         return JSONResponse(
             error_body("invalid_input", message, {"errors": [_clean(e) for e in errors]}), 422
@@ -86,6 +84,36 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(error_body("malformed_json", MALFORMED_JSON), 400)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, exc.headers)
+
+
+# A value tried against each member of a union (a message as an object or a string) fails
+# in each; the error worth reading is ours, not "input should be a valid string".
+OUR_ERRORS = ("invalid_unicode", "timestamp_range", "string_pattern_mismatch")
+WRONG_TYPE = ("dict_type", "model_type", "model_attributes_type", "string_type", "none_required")
+
+
+def _problem(error: Any) -> str:
+    """pydantic's message, in words a caller can act on for the rules we state most."""
+    kind, ctx = error.get("type"), error.get("ctx", {})
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") == ID_PATTERN:
+        return f"invalid id; use {ID_RULE}"  # not the raw regex
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "empty; send the text"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return "empty; send at least one item, or leave the field out where it is optional"
+    return str(error.get("msg", "invalid value"))
+
+
+def _is_tag(part: Any) -> bool:
+    """ "body", and the names pydantic gives union members ("str", "constrained-str",
+    "function-after[...]", a model's class name): not a field of the request."""
+    name = str(part)
+    return name in ("body", "str", "int", "MessageIn") or "[" in name or name.endswith("-str")
+
+
+def _specificity(error: Any) -> int:
+    kind = error.get("type")
+    return 0 if kind in OUR_ERRORS else 2 if kind in WRONG_TYPE else 1
 
 
 def _clean(error: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, tenants, sweep,
-ops, replay."""
+"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, repair-ids,
+tenants, sweep, ops, replay."""
 
 from __future__ import annotations
 
@@ -295,6 +295,34 @@ def reindex(
     finally:
         runtime.close()
     console.print(f"reindexed {users} users, {points} active facts")
+
+
+@cli.command("repair-ids")
+def repair_ids(
+    apply: Annotated[bool, typer.Option(help="rename them (default: only list them)")] = False,
+) -> None:
+    """Find user, session and message ids stored before the id rule was enforced in full
+    (e.g. with a trailing newline) and rename them to ids the API can reach."""
+    from sqlmodel import Session
+
+    from shared.db.engine import make_engine
+    from shared.db.id_repair import apply_repairs, find_unreachable_ids
+
+    engine = make_engine(_settings())
+    with Session(engine) as session:
+        repairs = find_unreachable_ids(session)
+        for r in repairs:
+            where = "session" if r.kind == "message" else "tenant"
+            print(f"{r.kind}\t{where} {r.scope}\t{r.old!r} -> {r.new!r}")
+        if repairs and apply:
+            apply_repairs(session, repairs)
+    engine.dispose()
+    if not repairs:
+        console.print("every stored id follows the id rule; nothing to repair")
+    elif apply:
+        console.print(f"renamed {len(repairs)} ids; tell their owners the new ids above")
+    else:
+        console.print(f"{len(repairs)} ids break the id rule; run with --apply to rename them")
 
 
 @cli.command()

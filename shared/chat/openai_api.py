@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.chat.turn import ChatPublic, ChatTurnIn
 from shared.errors import InvalidInput
-from shared.ingest import NewMessage, check_identifier
+from shared.ingest import NewMessage
+from shared.inputs import MAX_COMPLETION_TOKENS, RequestModel, check_identifier
 
 # Sampling parameters forwarded to the chat model as the client sent them. Others are
 # ignored, as OpenAI-compatible servers do; the ones whose answer tiermem could not pass
@@ -30,7 +31,7 @@ class CompletionMessage(BaseModel):
     name: str | None = None
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(RequestModel):
     """A Chat Completions request; `user` (or X-Tiermem-User) names the memory owner."""
 
     model_config = ConfigDict(extra="allow")
@@ -41,7 +42,7 @@ class CompletionRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_COMPLETION_TOKENS)
     n: int | None = None
 
     @property

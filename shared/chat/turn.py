@@ -17,13 +17,14 @@ from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
 from shared.ingest import (
-    Identifier,
     MessageIn,
     NewMessage,
+    NonEmptyText,
     StoredRun,
     attach_reply,
     ingest_messages,
 )
+from shared.inputs import MAX_BUDGET_TOKENS, MAX_COMPLETION_TOKENS, Identifier, RequestModel
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 
@@ -49,19 +50,19 @@ class ChatTurnIn:
     options: dict[str, Any] = field(default_factory=dict)  # passed to the chat model as is
 
 
-class ChatIn(BaseModel):
+class ChatIn(RequestModel):
     """The body of POST /v1/chat."""
 
     model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier
     session_id: Identifier
-    message: MessageIn | str
+    message: MessageIn | NonEmptyText
     model: str | None = Field(default=None, min_length=1, max_length=200)  # default: chat.model
     stream: bool = False
-    budget_tokens: int | None = Field(default=None, ge=0, le=1_000_000)
+    budget_tokens: int | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_COMPLETION_TOKENS)
 
     def to_turn(self) -> ChatTurnIn:
         m = MessageIn(content=self.message) if isinstance(self.message, str) else self.message

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.config import CompressionSettings
-from shared.ingest import Identifier
+from shared.inputs import Identifier, RequestModel
 
 # The CompressionSettings fields a session may override; the rest are per deployment.
 SESSION_FIELDS = (
@@ -23,7 +23,7 @@ SESSION_FIELDS = (
 )
 
 
-class CompressionSettingsIn(BaseModel):
+class CompressionSettingsIn(RequestModel):
     """PUT /v1/sessions/{id}/compression: the session's overrides (omitted → the default)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -105,7 +105,7 @@ class TiersPublic(BaseModel):
     last_run_id: str | None = None
 
 
-class CompactIn(BaseModel):
+class CompactIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     focus: str | None = Field(default=None, max_length=2000)
@@ -144,7 +144,7 @@ class CompressionRunList(BaseModel):
     count: int
 
 
-class ContinueIn(BaseModel):
+class ContinueIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: Identifier | None = None  # the new session's id; default: generated

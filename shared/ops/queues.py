@@ -174,9 +174,11 @@ def utc(value: dt.datetime) -> dt.datetime:
 
 
 def _sql_queue(
-    session: Session, table: _RunTable, now: dt.datetime, failed_limit: int
+    session: Session, table: _RunTable, now: dt.datetime, failed_limit: int, tenant_id: str | None
 ) -> dict[str, Any]:
     model, scope = table.model, table.scope()
+    if tenant_id is not None:
+        scope = scope & (col(model.tenant_id) == tenant_id)
     waiting = ("pending", "retrying")
     pending, running, oldest = session.exec(
         select(
@@ -235,9 +237,12 @@ RUN_TABLES: dict[str, _RunTable] = {
 }
 
 
-def tenant_stats(session: Session, settings: Settings, now: dt.datetime) -> list[TenantStats]:
+def tenant_stats(
+    session: Session, settings: Settings, now: dt.datetime, tenant_id: str | None = None
+) -> list[TenantStats]:
     since = now - dt.timedelta(minutes=15)
-    tenants = {t.id: t.name for t in session.exec(select(Tenant)).all()}
+    query = select(Tenant) if tenant_id is None else select(Tenant).where(Tenant.id == tenant_id)
+    tenants = {t.id: t.name for t in session.exec(query).all()}
     runs = {
         row[0]: row[1:]
         for row in session.exec(
@@ -305,18 +310,26 @@ def tenant_stats(session: Session, settings: Settings, now: dt.datetime) -> list
 
 
 def snapshot(
-    *, session: Session, settings: Settings, failed_limit: int = 20, now: dt.datetime | None = None
+    *,
+    session: Session,
+    settings: Settings,
+    failed_limit: int = 20,
+    tenant_id: str | None = None,
+    now: dt.datetime | None = None,
 ) -> OpsSnapshot:
+    """The queues and tenants; with `tenant_id`, only that tenant's rows, and no broker
+    depth (the broker's queues are shared by every tenant)."""
     now = now or utcnow()
     broker = read_broker(settings.redis_url)
+    shared_view = broker.available and tenant_id is None
     queues = []
     for name in QUEUES:
-        sql = _sql_queue(session, RUN_TABLES[name], now, failed_limit)
+        sql = _sql_queue(session, RUN_TABLES[name], now, failed_limit, tenant_id)
         queues.append(
             QueueStats(
                 name=name,
-                depth=broker.depth.get(name) if broker.available else None,
-                reserved=broker.reserved.get(name) if broker.available else None,
+                depth=broker.depth.get(name) if shared_view else None,
+                reserved=broker.reserved.get(name) if shared_view else None,
                 paused=name in broker.paused,
                 **sql,
             )
@@ -325,5 +338,5 @@ def snapshot(
         at=now,
         broker="redis" if broker.available else "in-process",
         queues=queues,
-        tenants=tenant_stats(session, settings, now),
+        tenants=tenant_stats(session, settings, now, tenant_id),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from bisect import bisect_right
+from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, or_
@@ -32,10 +33,19 @@ class Series(BaseModel):
     points: list[Point]
 
 
-def per_minute(*, session: Session, minutes: int, now: dt.datetime | None = None) -> Series:
+def per_minute(
+    *,
+    session: Session,
+    minutes: int,
+    tenant_id: str | None = None,
+    now: dt.datetime | None = None,
+) -> Series:
+    """`tenant_id`: that tenant's runs only (None: all)."""
     now = (now or utcnow()).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     start = now - dt.timedelta(minutes=minutes)
-    live = col(ExtractionRun.replay_job_id).is_(None)
+    live: Any = col(ExtractionRun.replay_job_id).is_(None)
+    if tenant_id is not None:
+        live = live & (col(ExtractionRun.tenant_id) == tenant_id)
     # Waiting when the window opens: created before it, started in it or not at all.
     base = session.exec(
         select(func.count()).where(

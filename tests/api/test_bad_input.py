@@ -116,7 +116,7 @@ def turn(content: Any = "I like tea.", **overrides: Any) -> dict[str, Any]:
 
 
 BAD_TURNS = [
-    case("empty", "POST", TURN, 422, "invalid_input", "content", "empty", json=turn("")),
+    case("empty", "POST", TURN, 422, "invalid_input", "user_message", "empty", json=turn("")),
     case("whitespace", "POST", TURN, 422, "invalid_input", "content", "empty", json=turn(" \n\t ")),
     case(
         "whitespace-object",
@@ -404,7 +404,7 @@ BAD_IMPORTS = [
         IMPORT,
         422,
         "invalid_input",
-        "messages[0]",
+        "messages.0.content",
         "empty",
         json={"messages": [line(content="")]},
     ),
@@ -532,7 +532,7 @@ BAD_IMPORTS = [
         422,
         "invalid_input",
         "messages",
-        "at least 1",
+        "at least one",
         json={"messages": []},
     ),
     case(
@@ -629,7 +629,7 @@ BAD_MEMORY_CALLS = [
         422,
         "invalid_input",
         "query",
-        "at least 1",
+        "empty",
         json={"query": ""},
     ),
     case(
@@ -777,6 +777,233 @@ BAD_MEMORY_CALLS = [
 ]
 
 
+# Issue 12's drills: inputs that crashed the API (500) or stored ids no route can reach.
+LONE = "I live in \\ud800 Lima"  # a JSON escape of a lone surrogate: parses, cannot be stored
+UNICODE_HINT = "not valid Unicode"
+TIMESTAMP_HINT = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
+OVERFLOWS = ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59")
+
+
+def raw(body: str) -> bytes:
+    """A JSON body as bytes, with LONE in place of each "%s"."""
+    return body.replace("%s", LONE).encode()
+
+
+DRILLED = [
+    case(
+        "lone-surrogate-turn",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "user_message",
+        UNICODE_HINT,
+        content=raw('{"user_id": "ana", "user_message": "%s"}'),
+    ),
+    case(
+        "lone-surrogate-turn-object",
+        "POST",
+        NEW_TURN,
+        422,
+        "invalid_input",
+        "user_message.content",
+        UNICODE_HINT,
+        content=raw('{"user_id": "zed", "user_message": {"content": "%s"}}'),
+    ),
+    case(
+        "lone-surrogate-speaker",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "assistant_message.speaker",
+        UNICODE_HINT,
+        content=raw(
+            '{"user_id": "ana", "user_message": "hi", '
+            '"assistant_message": {"content": "ok", "speaker": "\\udfff"}}'
+        ),
+    ),
+    case(
+        "lone-surrogate-import",
+        "POST",
+        IMPORT,
+        422,
+        "invalid_input",
+        "messages[1].content",
+        UNICODE_HINT,
+        content=raw(
+            '{"messages": [{"user_id": "ana", "session_id": "s9", "role": "user", '
+            '"content": "fine"}, {"user_id": "ana", "session_id": "s9", "role": "assistant", '
+            '"content": "%s"}]}'
+        ),
+    ),
+    case(
+        "lone-surrogate-chat",
+        "POST",
+        "/v1/chat",
+        422,
+        "invalid_input",
+        "message",
+        UNICODE_HINT,
+        content=raw('{"user_id": "ana", "session_id": "s1", "message": "%s"}'),
+    ),
+    case(
+        "lone-surrogate-chat-completions",
+        "POST",
+        "/v1/chat/completions",
+        422,
+        "invalid_input",
+        "messages[0].content",
+        UNICODE_HINT,
+        content=raw(
+            '{"model": "m", "user": "ana", "messages": [{"role": "user", "content": "%s"}]}'
+        ),
+    ),
+    case(
+        "lone-surrogate-search",
+        "POST",
+        "/v1/users/ana/memories/search",
+        422,
+        "invalid_input",
+        "query",
+        UNICODE_HINT,
+        content=raw('{"query": "%s"}'),
+    ),
+    *[
+        case(
+            f"created-at-overflow-{i}",
+            "POST",
+            TURN,
+            422,
+            "invalid_input",
+            "created_at",
+            TIMESTAMP_HINT,
+            json=turn(created_at=at),
+        )
+        for i, at in enumerate(OVERFLOWS)
+    ],
+    case(
+        "created-at-overflow-message",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "user_message.created_at",
+        TIMESTAMP_HINT,
+        json=turn({"content": "I like tea.", "created_at": OVERFLOWS[0]}),
+    ),
+    case(
+        "created-at-overflow-import",
+        "POST",
+        IMPORT,
+        422,
+        "invalid_input",
+        "messages.0.created_at",
+        TIMESTAMP_HINT,
+        json={"messages": [line(created_at=OVERFLOWS[1])]},
+    ),
+    case(
+        "offset-2-63",
+        "GET",
+        LIST,
+        422,
+        "invalid_input",
+        "offset",
+        "less than or equal to 1000000",
+        params={"offset": 2**63},
+    ),
+    case(
+        "compression-runs-offset-2-63",
+        "GET",
+        "/v1/sessions/s1/compression/runs",
+        422,
+        "invalid_input",
+        "offset",
+        "less than or equal",
+        params={"offset": 2**63},
+    ),
+    case(
+        "context-budget-huge",
+        "GET",
+        "/v1/sessions/s1/context",
+        422,
+        "invalid_input",
+        "budget_tokens",
+        "less than or equal",
+        params={"budget_tokens": 2**63},
+    ),
+    case(
+        "user-id-trailing-newline",
+        "POST",
+        NEW_TURN,
+        422,
+        "invalid_input",
+        "user_id",
+        ID_HINT,
+        json=turn(user_id="abc\n"),
+    ),
+    case(
+        "import-user-id-trailing-newline",
+        "POST",
+        IMPORT,
+        422,
+        "invalid_input",
+        "messages.0.user_id",
+        ID_HINT,
+        json={"messages": [line(user_id="abc\n")]},
+    ),
+    case(
+        "import-session-id-trailing-newline",
+        "POST",
+        IMPORT,
+        422,
+        "invalid_input",
+        "messages.0.session_id",
+        ID_HINT,
+        json={"messages": [line(session_id="s9\n")]},
+    ),
+    case(
+        "external-id-trailing-newline",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "external_id",
+        ID_HINT,
+        json=turn({"content": "I like tea.", "external_id": "m1\n"}),
+    ),
+    case(
+        "path-user-id-trailing-newline",
+        "GET",
+        "/v1/users/ana%0A/memories",
+        422,
+        "invalid_input",
+        "user_id",
+        PATTERN_HINT,
+    ),
+    case(
+        "context-user-id-dotdot",
+        "GET",
+        "/v1/sessions/fresh/context",
+        422,
+        "invalid_input",
+        "user_id",
+        PATTERN_HINT,
+        params={"user_id": "../x"},
+    ),
+    case(
+        "context-user-id-trailing-newline",
+        "GET",
+        "/v1/sessions/fresh/context",
+        422,
+        "invalid_input",
+        "user_id",
+        PATTERN_HINT,
+        params={"user_id": "abc\n"},
+    ),
+]
+
+
 def send(seeded: Seeded, c: Case) -> Any:
     kwargs: dict[str, Any] = {"params": c.params}
     if c.content is not None:
@@ -797,7 +1024,7 @@ def check_error(response: Any, status: int, code: str, mentions: tuple[str, ...]
         assert fragment in error["message"], (fragment, error["message"])
 
 
-@pytest.mark.parametrize("c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS)
+@pytest.mark.parametrize("c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS + DRILLED)
 def test_bad_request_is_refused_with_an_actionable_error_and_stores_nothing(
     seeded: Seeded, c: Case
 ) -> None:
@@ -840,3 +1067,12 @@ def test_valid_calls_after_the_refusals_still_work(seeded: Seeded) -> None:
     assert client.get(f"/v1/users/ana/memories/{seeded.memory_id}").status_code == 200
     hits = client.post(SEARCH, json={"query": "where does Ana live?", "k": 1}).json()
     assert hits["count"] == 1
+
+
+def test_astral_text_as_a_surrogate_pair_is_stored(seeded: Seeded) -> None:
+    """The escape of an emoji is two surrogates that make one character: valid, stored."""
+    body = raw('{"user_id": "emoji", "user_message": "I love \\ud83c\\udfb7 jazz"}')
+    response = seeded.client.post("/v1/sessions/e1/turns", content=body, headers=JSON)
+    assert response.status_code == 202, response.text
+    exported = seeded.client.get("/v1/users/emoji/export").json()
+    assert "I love \U0001f3b7 jazz" in str(exported)

@@ -36,5 +36,5 @@ def test_all_failed_runs_are_retried(client: TestClient, runtime: Runtime) -> No
     wait_for(lambda: all(status(j) == "done" for j in jobs), timeout=30, what="the retries")
     assert client.get("/v1/ops/queues", headers=ADMIN).json()["queues"][0]["failed_runs"] == []
     empty = client.post("/v1/ops/runs/retry", json={"run_ids": []}, headers=ADMIN)
-    assert empty.status_code == 422 and "run_ids is empty" in empty.json()["error"]["message"]
+    assert empty.status_code == 422 and "run_ids: empty" in empty.json()["error"]["message"]
     assert client.post("/v1/ops/runs/retry", json={}).status_code == 403  # the app key

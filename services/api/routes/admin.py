@@ -1,4 +1,4 @@
-"""Admin: tenants and their API keys (admin key only)."""
+"""Admin: tenants (operator) and their API keys (operator, or a tenant admin for its own)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 from sqlmodel import select
 
-from services.api.deps import AdminDep, SessionDep
+from services.api.deps import AdminDep, OperatorDep, SessionDep
 from shared.db.models import Tenant
+from shared.inputs import RequestModel
 from shared.tenancy import create_api_key, create_tenant
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
 
-class TenantIn(BaseModel):
+class TenantIn(RequestModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 
 
-class KeyIn(BaseModel):
+class KeyIn(RequestModel):
     name: str = Field(default="", max_length=100)
     scope: Literal["app", "admin"] = "app"
 
@@ -42,7 +43,7 @@ class TenantCreated(BaseModel):
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated)
-def post_tenant(body: TenantIn, session: SessionDep, _: AdminDep) -> TenantCreated:
+def post_tenant(body: TenantIn, session: SessionDep, _: OperatorDep) -> TenantCreated:
     tenant = create_tenant(session=session, name=body.name)
     row, key = create_api_key(session=session, tenant_id=tenant.id, name="default")
     return TenantCreated(
@@ -52,13 +53,17 @@ def post_tenant(body: TenantIn, session: SessionDep, _: AdminDep) -> TenantCreat
 
 
 @router.get("/tenants", response_model=list[TenantPublic])
-def get_tenants(session: SessionDep, _: AdminDep) -> list[TenantPublic]:
-    rows = session.exec(select(Tenant).order_by(Tenant.name)).all()
+def get_tenants(session: SessionDep, principal: AdminDep) -> list[TenantPublic]:
+    query = select(Tenant).order_by(Tenant.name)
+    if (own := principal.visible_tenant) is not None:
+        query = query.where(Tenant.id == own)
+    rows = session.exec(query).all()
     return [TenantPublic(id=t.id, name=t.name) for t in rows]
 
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated)
-def post_key(tenant_id: str, body: KeyIn, session: SessionDep, _: AdminDep) -> KeyCreated:
+def post_key(tenant_id: str, body: KeyIn, session: SessionDep, principal: AdminDep) -> KeyCreated:
+    principal.reach_tenant(tenant_id)
     row, key = create_api_key(
         session=session, tenant_id=tenant_id, scope=body.scope, name=body.name
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 
-from services.api.deps import RuntimeDep, SessionDep, TenantDep
+from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
 from shared.compression import service
 from shared.compression.models import (
     CompactIn,
@@ -21,15 +21,10 @@ from shared.compression.models import (
 )
 from shared.db.models import ChatSession
 from shared.errors import Unavailable
-from shared.ingest import ID_RULE
+from shared.inputs import MAX_OFFSET
 
 router = APIRouter(prefix="/v1/sessions", tags=["compression"])
 log = logging.getLogger(__name__)
-
-# Not imported from routes.turns: turns imports this module's enqueue_compression.
-SessionIdPath = Annotated[
-    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$", description=ID_RULE)
-]
 
 
 def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: SessionDep) -> ChatSession:
@@ -79,7 +74,7 @@ def get_runs(
     chat: ChatDep,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> CompressionRunList:
     return service.list_runs(session=session, chat=chat, limit=limit, offset=offset)
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from services.api.deps import RuntimeDep, SessionDep, TenantDep
-from services.api.routes.turns import SessionIdPath
+from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
 from shared.context.builder import build_context
 from shared.context.models import ContextPublic
+from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
 router = APIRouter(prefix="/v1/sessions", tags=["context"])
 
@@ -23,9 +23,10 @@ def get_context(
     query: Annotated[
         str | None, Query(max_length=4000, description="default: the last user message")
     ] = None,
-    budget_tokens: Annotated[int | None, Query(ge=0, le=2_000_000)] = None,
+    budget_tokens: Annotated[int | None, Query(ge=0, le=MAX_BUDGET_TOKENS)] = None,
     user_id: Annotated[
-        str | None, Query(description="needed only before the session's first turn")
+        Identifier | None,
+        Query(description=f"needed only before the session's first turn; {ID_RULE}"),
     ] = None,
 ) -> ContextPublic:
     return build_context(

@@ -10,7 +10,7 @@ from sqlmodel import select
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.db.models import ChatSession
 from shared.errors import InvalidInput
-from shared.ingest import ID_RULE
+from shared.inputs import ID_RULE, Identifier
 from shared.memory.history import MessageHitsPublic, search_history
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
@@ -24,9 +24,8 @@ def search(
     q: Annotated[str, Query(min_length=1, max_length=4000, description="words or a question")],
     k: Annotated[int, Query(ge=1, le=100)] = 10,
     exclude_session_id: Annotated[
-        str | None,
+        Identifier | None,
         Query(
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$",
             description=f"leave this session's messages out (e.g. the current one); {ID_RULE}",
         ),
     ] = None,

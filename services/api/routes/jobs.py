@@ -12,5 +12,4 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 @router.get("/{job_id}", response_model=JobPublic)
 def read_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobPublic:
-    tenant = None if principal.scope == "admin" else principal.tenant_id
-    return JobPublic.of(get_job(session=session, job_id=job_id, tenant_id=tenant))
+    return JobPublic.of(get_job(session=session, job_id=job_id, tenant_id=principal.visible_tenant))

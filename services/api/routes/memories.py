@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.extraction.schemas import FactType
+from shared.inputs import MAX_OFFSET, RequestModel
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,
@@ -23,7 +24,7 @@ from shared.memory.reader import (
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
 
 
-class SearchIn(BaseModel):
+class SearchIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
@@ -42,7 +43,7 @@ def read_memories(
         bool | None, Query(description="true: only facts held back by the injection guard")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> MemoriesPublic:
     return list_memories(
         session=session,

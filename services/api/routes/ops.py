@@ -1,4 +1,5 @@
-"""Ops (admin key): queues, workers, retrying failed runs, pausing a queue, the /ops page."""
+"""Ops: queues and failed runs (a tenant admin sees its own rows), workers, pausing a queue and
+/metrics (the operator only), the /ops page."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.api.deps import AdminDep, RuntimeDep, SessionDep
+from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep
 from services.api.routes.turns import enqueue
+from shared.inputs import RequestModel
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.workers import WorkerInfo
@@ -18,11 +20,12 @@ from workers.ops import heartbeat_store, pause_queue, resume_queue
 router = APIRouter(tags=["ops"])
 
 
-class RetryIn(BaseModel):
+class RetryIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     run_ids: list[str] | None = Field(
         default=None,
+        min_length=1,
         max_length=control.MAX_RETRY_BATCH,
         description="the failed runs to retry; leave out to retry every failed run",
     )
@@ -43,49 +46,58 @@ class QueueState(BaseModel):
 def get_queues(
     runtime: RuntimeDep,
     session: SessionDep,
-    _: AdminDep,
+    principal: AdminDep,
     failed_limit: Annotated[int, Query(ge=0, le=500)] = 20,
 ) -> OpsSnapshot:
-    return snapshot(session=session, settings=runtime.settings, failed_limit=failed_limit)
+    return snapshot(
+        session=session,
+        settings=runtime.settings,
+        failed_limit=failed_limit,
+        tenant_id=principal.visible_tenant,
+    )
 
 
 @router.get("/v1/ops/workers", response_model=list[WorkerInfo])
-def get_workers(runtime: RuntimeDep, _: AdminDep) -> list[WorkerInfo]:
+def get_workers(runtime: RuntimeDep, _: OperatorDep) -> list[WorkerInfo]:
     return heartbeat_store(runtime.settings).read()
 
 
 @router.get("/v1/ops/timeseries", response_model=timeseries.Series)
 def get_timeseries(
     session: SessionDep,
-    _: AdminDep,
+    principal: AdminDep,
     minutes: Annotated[int, Query(ge=1, le=24 * 60)] = 60,
 ) -> timeseries.Series:
-    return timeseries.per_minute(session=session, minutes=minutes)
+    return timeseries.per_minute(
+        session=session, minutes=minutes, tenant_id=principal.visible_tenant
+    )
 
 
 @router.post("/v1/ops/runs/retry", response_model=RetryOut)
-def post_retry(body: RetryIn, request: Request, session: SessionDep, _: AdminDep) -> RetryOut:
+def post_retry(
+    body: RetryIn, request: Request, session: SessionDep, principal: AdminDep
+) -> RetryOut:
     retried, skipped = control.retry_failed_runs(
-        session=session, run_ids=body.run_ids, tenant_id=body.tenant_id
+        session=session, run_ids=body.run_ids, tenant_id=principal.reach_tenant(body.tenant_id)
     )
     enqueue(request, retried)
     return RetryOut(retried=retried, skipped=skipped)
 
 
 @router.post("/v1/ops/queues/{queue}/pause", response_model=QueueState)
-def post_pause(queue: str, runtime: RuntimeDep, _: AdminDep) -> QueueState:
+def post_pause(queue: str, runtime: RuntimeDep, _: OperatorDep) -> QueueState:
     pause_queue(runtime.settings, queue)
     return QueueState(queue=queue, paused=True)
 
 
 @router.post("/v1/ops/queues/{queue}/resume", response_model=QueueState)
-def post_resume(queue: str, runtime: RuntimeDep, _: AdminDep) -> QueueState:
+def post_resume(queue: str, runtime: RuntimeDep, _: OperatorDep) -> QueueState:
     resume_queue(runtime.settings, queue)
     return QueueState(queue=queue, paused=False)
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def get_metrics(runtime: RuntimeDep, session: SessionDep, _: AdminDep) -> PlainTextResponse:
+def get_metrics(runtime: RuntimeDep, session: SessionDep, _: OperatorDep) -> PlainTextResponse:
     return PlainTextResponse(
         prometheus.render(session=session, settings=runtime.settings),
         media_type=prometheus.CONTENT_TYPE,

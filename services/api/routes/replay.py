@@ -1,13 +1,15 @@
-"""Replay (admin key): re-run extraction over stored turns; progress, cancel, resume."""
+"""Replay (admin keys): re-run extraction over stored turns; progress, cancel, resume.
+
+The operator replays any tenant; a tenant admin only its own (its replays over no tenant
+named are its tenant's, and it never sees another tenant's replay).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlmodel import col, select
 
 from services.api.deps import AdminDep, RuntimeDep, SessionDep
 from shared import replay
-from shared.db.models import ReplayJob
 from workers.tasks.replay import start_replay
 
 router = APIRouter(prefix="/v1/replay", tags=["replay"])
@@ -15,32 +17,32 @@ router = APIRouter(prefix="/v1/replay", tags=["replay"])
 
 @router.post("", status_code=202, response_model=replay.ReplayProgress)
 def post_replay(
-    body: replay.ReplayIn, runtime: RuntimeDep, session: SessionDep, _: AdminDep
+    body: replay.ReplayIn, runtime: RuntimeDep, session: SessionDep, principal: AdminDep
 ) -> replay.ReplayProgress:
-    job = replay.create_job(session=session, runtime=runtime, body=body)
+    scoped = body.model_copy(update={"tenant_id": principal.reach_tenant(body.tenant_id)})
+    job = replay.create_job(session=session, runtime=runtime, body=scoped)
     start_replay(job.id)
     return replay.progress(session=session, job_id=job.id)
 
 
 @router.get("", response_model=list[replay.ReplayProgress])
-def list_replays(session: SessionDep, _: AdminDep) -> list[replay.ReplayProgress]:
-    ids = session.exec(select(ReplayJob.id).order_by(col(ReplayJob.created_at).desc()).limit(50))
-    return [replay.progress(session=session, job_id=i) for i in ids.all()]
+def list_replays(session: SessionDep, principal: AdminDep) -> list[replay.ReplayProgress]:
+    return replay.list_jobs(session=session, tenant_id=principal.visible_tenant)
 
 
 @router.get("/{job_id}", response_model=replay.ReplayProgress)
-def get_replay(job_id: str, session: SessionDep, _: AdminDep) -> replay.ReplayProgress:
-    return replay.progress(session=session, job_id=job_id)
+def get_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+    return replay.progress(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
 
 
 @router.post("/{job_id}/cancel", response_model=replay.ReplayProgress)
-def cancel_replay(job_id: str, session: SessionDep, _: AdminDep) -> replay.ReplayProgress:
-    replay.cancel(session=session, job_id=job_id)
+def cancel_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+    replay.cancel(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     return replay.progress(session=session, job_id=job_id)
 
 
 @router.post("/{job_id}/resume", response_model=replay.ReplayProgress)
-def resume_replay(job_id: str, session: SessionDep, _: AdminDep) -> replay.ReplayProgress:
-    replay.resume(session=session, job_id=job_id)
+def resume_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+    replay.resume(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     start_replay(job_id)
     return replay.progress(session=session, job_id=job_id)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Request
+from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.api.deps import RuntimeDep, SessionDep, TenantDep
+from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
 from shared.ingest import (
-    ID_RULE,
     IngestRequest,
     IngestResult,
     TranscriptLine,
@@ -17,14 +16,11 @@ from shared.ingest import (
     check_messages,
     turn_messages,
 )
+from shared.inputs import RequestModel
 from shared.outbox import send_committed
 from shared.transcripts import import_lines
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-
-SessionIdPath = Annotated[
-    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$", description=ID_RULE)
-]
 
 
 class TurnAccepted(BaseModel):
@@ -54,7 +50,7 @@ class TurnAccepted(BaseModel):
         )
 
 
-class ImportIn(BaseModel):
+class ImportIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)

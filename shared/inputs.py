@@ -1,0 +1,94 @@
+"""The rules every entry point (API bodies, paths, queries, the CLI's files) checks input by:
+ids, text that is valid Unicode, timestamps that fit in UTC, and the bounds of page sizes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
+
+# The JSON-schema pattern: a full match in pydantic (Rust regex) and in JSON Schema alike,
+# where `$` ends the text. Python's `re` lets `$` match before a final newline, so code
+# checks ids with fullmatch on the class below, never re.match on the pattern.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$"
+ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit"
+_ID_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}")
+
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+
+# Page sizes and offsets: past these a request is refused with 422 (the database's own
+# integers would overflow far above them, with a 500).
+MAX_OFFSET = 1_000_000
+MAX_BUDGET_TOKENS = 1_000_000
+MAX_COMPLETION_TOKENS = 1_000_000
+
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+TIMESTAMP_RANGE = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z once converted to UTC"
+
+
+def is_identifier(value: str) -> bool:
+    return _ID_BODY.fullmatch(value) is not None
+
+
+def check_identifier(value: str) -> str:
+    if not is_identifier(value):
+        raise ValueError(f"invalid id {value[:40]!r}: use {ID_RULE}")
+    return value
+
+
+def to_utc(value: dt.datetime) -> dt.datetime:
+    """An aware UTC timestamp; one without an offset is taken as UTC (most chat logs are)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "timestamp_range",
+            "timestamp {value} is outside the range accepted: {range}",
+            {"value": value.isoformat(), "range": TIMESTAMP_RANGE},
+        ) from None
+
+
+Timestamp = Annotated[dt.datetime, AfterValidator(to_utc)]
+
+
+def invalid_text(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
+    """(where, character index) of each string in `value` that is not valid Unicode: a lone
+    surrogate, which JSON's \\ud800 escapes can carry but no database or UTF-8 can store."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                yield path, exc.start
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from invalid_text(key, path)
+            yield from invalid_text(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from invalid_text(item, f"{path}[{i}]")
+
+
+class RequestModel(BaseModel):
+    """Base of every request body and transcript line: refuses text that is not valid Unicode
+    before any field is read, naming where it is."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        for where, index in invalid_text(data):
+            raise PydanticCustomError(
+                "invalid_unicode",
+                "{field} holds text that is not valid Unicode (a lone surrogate at character "
+                "{index}); send UTF-8 text, with emoji and other astral characters as one "
+                "character or as a \\ud83d\\ude00-style surrogate pair",
+                {"field": where or "the body", "index": index},
+            )
+        return data
