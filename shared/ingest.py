@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic_core import PydanticUndefined
@@ -18,17 +18,16 @@ from sqlmodel import Session, SQLModel, col, select
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
-from shared.inputs import Identifier, RequestModel, Timestamp, to_utc
+from shared.inputs import BLANK, Identifier, NonBlankText, RequestModel, Timestamp, to_utc
 from shared.tokens import count_tokens
 
 Role = Literal["user", "assistant", "system", "tool"]
-NonEmptyText = Annotated[str, Field(min_length=1)]
 
 
 class MessageIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1)
+    content: NonBlankText
     speaker: str | None = Field(default=None, max_length=100)
     external_id: Identifier | None = None
     created_at: Timestamp | None = None
@@ -40,8 +39,8 @@ class TurnIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier
-    user_message: MessageIn | NonEmptyText
-    assistant_message: MessageIn | NonEmptyText | None = None
+    user_message: MessageIn | NonBlankText
+    assistant_message: MessageIn | NonBlankText | None = None
     created_at: Timestamp | None = None
 
 
@@ -53,7 +52,7 @@ class TranscriptLine(RequestModel):
     user_id: Identifier = Field(validation_alias="user_id")
     session_id: Identifier
     role: Role
-    content: str = Field(min_length=1)
+    content: NonBlankText
     speaker: str | None = Field(default=None, max_length=100)
     created_at: Timestamp | None = None
     external_id: Identifier | None = None
@@ -128,7 +127,7 @@ def turn_messages(turn: TurnIn) -> list[NewMessage]:
 def validate_content(
     content: str, *, settings: Settings, where: str, check_length: bool = True
 ) -> str:
-    if not content.strip():
+    if not content.strip(BLANK):
         raise InvalidInput(f"{where}: content is empty; send the message text")
     limit = settings.extraction.max_message_chars
     if check_length and len(content) > limit:

@@ -8,7 +8,15 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Strict,
+    StringConstraints,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 # The JSON-schema pattern: a full match in pydantic (Rust regex) and in JSON Schema alike,
@@ -19,6 +27,12 @@ ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a lett
 _ID_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}")
 
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+
+# Message text must hold something besides spaces, tabs and line breaks (the same set in
+# JSON Schema, pydantic and shared.ingest.validate_content).
+BLANK = " \t\n\r\f\v"
+NON_BLANK_PATTERN = r"[^ \t\n\r\f\v]"
+NonBlankText = Annotated[str, StringConstraints(min_length=1, pattern=NON_BLANK_PATTERN)]
 
 # Page sizes and offsets: past these a request is refused with 422 (the database's own
 # integers would overflow far above them, with a 500).
@@ -55,18 +69,33 @@ def to_utc(value: dt.datetime) -> dt.datetime:
         ) from None
 
 
-Timestamp = Annotated[dt.datetime, AfterValidator(to_utc)]
+def _timestamp_text(value: Any) -> Any:
+    # Request models are strict, but a timestamp arrives as text (ISO 8601) in JSON; a
+    # number would otherwise be read as seconds since 1970, which no schema says.
+    if isinstance(value, int | float):
+        raise PydanticCustomError(
+            "timestamp_type",
+            "a timestamp is an ISO 8601 string such as 2024-05-08T14:30:00Z, not a number",
+        )
+    return value
 
 
-def invalid_text(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
-    """(where, character index) of each string in `value` that is not valid Unicode: a lone
-    surrogate, which JSON's \\ud800 escapes can carry but no database or UTF-8 can store."""
+Timestamp = Annotated[
+    dt.datetime, Strict(False), BeforeValidator(_timestamp_text), AfterValidator(to_utc)
+]
+
+
+def invalid_text(value: Any, path: str = "") -> Iterator[tuple[str, int, str]]:
+    """(where, character index, what) of each string in `value` no database stores: a lone
+    surrogate, which JSON's \\ud800 escapes can carry but UTF-8 cannot, or a NUL."""
     if isinstance(value, str):
         if not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                yield path, exc.start
+                yield path, exc.start, "lone surrogate"
+        if "\x00" in value:
+            yield path, value.index("\x00"), "NUL"
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from invalid_text(key, path)
@@ -77,13 +106,23 @@ def invalid_text(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
 
 
 class RequestModel(BaseModel):
-    """Base of every request body and transcript line: refuses text that is not valid Unicode
-    before any field is read, naming where it is."""
+    """Base of every request body and transcript line: strict types (a number is a number,
+    not a string of digits: what the OpenAPI schema says is what is accepted), and text
+    that is not valid Unicode refused before any field is read, naming where it is."""
+
+    model_config = ConfigDict(strict=True)
 
     @model_validator(mode="before")
     @classmethod
-    def _valid_unicode(cls, data: Any) -> Any:
-        for where, index in invalid_text(data):
+    def _valid_text(cls, data: Any) -> Any:
+        for where, index, problem in invalid_text(data):
+            if problem == "NUL":
+                raise PydanticCustomError(
+                    "nul_character",
+                    "{field} holds a NUL character (at character {index}), which no database "
+                    "stores; remove it",
+                    {"field": where or "the body", "index": index},
+                )
             raise PydanticCustomError(
                 "invalid_unicode",
                 "{field} holds text that is not valid Unicode (a lone surrogate at character "
@@ -91,4 +130,16 @@ class RequestModel(BaseModel):
                 "character or as a \\ud83d\\ude00-style surrogate pair",
                 {"field": where or "the body", "index": index},
             )
-        return data
+        return _integral_floats_as_ints(data)
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """2.0 is an integer in JSON Schema; strict pydantic would refuse it for an int field
+    (a float field takes an int as it is)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(v) for v in value]
+    return value

@@ -8,10 +8,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from shared.errors import DomainError
-from shared.inputs import ID_PATTERN, ID_RULE
+from shared.inputs import ID_PATTERN, ID_RULE, NON_BLANK_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,38 @@ STATUS_BY_CODE = {
     "chat_not_configured": 503,
     "upstream_error": 502,
     "upstream_timeout": 504,
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable, for programs: invalid_input, not_found, forbidden, …")
+    message: str = Field(description="for people: what is wrong and what to send instead")
+    details: dict[str, Any]
+
+
+class ErrorResponse(BaseModel):
+    """Every error the API answers, whatever its status."""
+
+    error: ErrorDetail
+
+
+def _doc(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+# Documented on every operation (the schema says what the API does; schemathesis checks it).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _doc("malformed_json: the body is not valid UTF-8 JSON"),
+    401: _doc("unauthorized: no key, or an unknown or revoked one"),
+    403: _doc("forbidden: the key cannot reach this (README: API keys)"),
+    404: _doc("not_found: no such user, session, job, memory or replay in the key's tenant"),
+    409: _doc("conflict: the state does not allow it now (e.g. a replay already done)"),
+    422: _doc("invalid_input: the message names the field and the rule it broke"),
+    503: _doc("unavailable: a dependency cannot serve this now; send it again"),
+}
+UPSTREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    502: _doc("upstream_error: the chat model failed; the user's message is stored"),
+    504: _doc("upstream_timeout: the chat model did not answer in time; the message is stored"),
 }
 
 
@@ -77,19 +111,39 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Starlette's own errors (unknown path, wrong method, a body FastAPI cannot even
         # decode, e.g. invalid UTF-8 inside a JSON string) in the same shape as ours.
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
             return JSONResponse(error_body("malformed_json", MALFORMED_JSON), 400)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers)
 
 
 # A value tried against each member of a union (a message as an object or a string) fails
 # in each; the error worth reading is ours, not "input should be a valid string".
-OUR_ERRORS = ("invalid_unicode", "timestamp_range", "string_pattern_mismatch")
+OUR_ERRORS = (
+    "invalid_unicode",
+    "nul_character",
+    "timestamp_range",
+    "timestamp_type",
+    "string_pattern_mismatch",
+)
 WRONG_TYPE = ("dict_type", "model_type", "model_attributes_type", "string_type", "none_required")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method of the path: Starlette's 405 names only the first route's, and a path
+    such as /v1/users/{id} has a route per method."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:  # PARTIAL: the path matches, the method does not
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def _problem(error: Any) -> str:
@@ -99,6 +153,8 @@ def _problem(error: Any) -> str:
         return f"invalid id; use {ID_RULE}"  # not the raw regex
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "empty; send the text"
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") == NON_BLANK_PATTERN:
+        return "blank (only spaces and line breaks); send the text"
     if kind == "too_short" and ctx.get("min_length") == 1:
         return "empty; send at least one item, or leave the field out where it is optional"
     return str(error.get("msg", "invalid value"))

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlmodel import Session
 
-from services.api.errors import install_error_handlers
+from services.api.errors import ERROR_RESPONSES, install_error_handlers
 from services.api.routes import (
     admin,
     chat,
@@ -75,6 +75,7 @@ def create_app(
         version="0.1.0",
         description="Long-term memory for multi-user chat backends.",
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
     install_error_handlers(app)
     for module in (

@@ -110,10 +110,11 @@ def start(
                 if found is None:
                     raise DomainError(f"tenant {tenant!r} not found")
                 tenant_id = found.id
-            body = replay.ReplayIn(
-                mode=mode, tenant_id=tenant_id, user_ids=user or None,
-                session_ids=session_id or None, since=since, until=until, stale_only=stale_only,
-            )  # fmt: skip
+            body = replay.ReplayIn.model_validate({
+                "mode": mode, "tenant_id": tenant_id, "user_ids": user or None,
+                "session_ids": session_id or None, "since": since, "until": until,
+                "stale_only": stale_only,
+            })  # fmt: skip
             job = replay.create_job(session=session, runtime=runtime, body=body)
         start_replay(job.id)
         console.print(f"replay {job.id}: {job.total} turns, mode {job.mode}")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.chat.turn import ChatPublic, ChatTurnIn
 from shared.errors import InvalidInput
 from shared.ingest import NewMessage
-from shared.inputs import MAX_COMPLETION_TOKENS, RequestModel, check_identifier
+from shared.inputs import MAX_COMPLETION_TOKENS, Identifier, RequestModel, check_identifier
 
 # Sampling parameters forwarded to the chat model as the client sent them. Others are
 # ignored, as OpenAI-compatible servers do; the ones whose answer tiermem could not pass
@@ -31,14 +31,21 @@ class CompletionMessage(BaseModel):
     name: str | None = None
 
 
+def _user_required(schema: dict[str, Any]) -> None:
+    # The schema asks for `user`: the X-Tiermem-User header, its alternative, is not a field.
+    schema.setdefault("required", []).append("user")
+
+
 class CompletionRequest(RequestModel):
     """A Chat Completions request; `user` (or X-Tiermem-User) names the memory owner."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_user_required)
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[CompletionMessage] = Field(min_length=1)
-    user: str | None = None
+    user: Identifier | None = Field(
+        default=None, description="the memory owner (or the X-Tiermem-User header instead)"
+    )
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)

@@ -19,12 +19,17 @@ from shared.errors import DomainError, UpstreamError
 from shared.ingest import (
     MessageIn,
     NewMessage,
-    NonEmptyText,
     StoredRun,
     attach_reply,
     ingest_messages,
 )
-from shared.inputs import MAX_BUDGET_TOKENS, MAX_COMPLETION_TOKENS, Identifier, RequestModel
+from shared.inputs import (
+    MAX_BUDGET_TOKENS,
+    MAX_COMPLETION_TOKENS,
+    Identifier,
+    NonBlankText,
+    RequestModel,
+)
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 
@@ -57,7 +62,7 @@ class ChatIn(RequestModel):
 
     user_id: Identifier
     session_id: Identifier
-    message: MessageIn | NonEmptyText
+    message: MessageIn | NonBlankText
     model: str | None = Field(default=None, min_length=1, max_length=200)  # default: chat.model
     stream: bool = False
     budget_tokens: int | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)

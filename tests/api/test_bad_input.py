@@ -169,7 +169,9 @@ BAD_TURNS = [
         f"limit is {LIMIT}",
         json=turn(user_id="zed", assistant_message="y" * (LIMIT + 1)),
     ),
-    case("nul", "POST", TURN, 422, "invalid_input", "content", "NUL", json=turn("tea\x00time")),
+    case(
+        "nul", "POST", TURN, 422, "invalid_input", "user_message", "NUL", json=turn("tea\x00time")
+    ),
     case(
         "user-id-space",
         "POST",
@@ -451,7 +453,7 @@ BAD_IMPORTS = [
         IMPORT,
         422,
         "invalid_input",
-        "messages[0]",
+        "messages[0].content",
         "NUL",
         json={"messages": [line(content="\x00")]},
     ),

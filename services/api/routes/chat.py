@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
 
 from services.api.deps import RuntimeDep, TenantDep
-from services.api.errors import error_body
+from services.api.errors import UPSTREAM_RESPONSES, error_body
 from services.api.routes.turns import enqueue
 from services.api.sse import event, sse_response
 from shared.chat.openai_api import (
@@ -22,8 +22,9 @@ from shared.chat.openai_api import (
     new_completion_id,
 )
 from shared.chat.turn import ChatIn, ChatPublic, ChatTurnStream, run_chat_turn, start_chat_stream
+from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
-router = APIRouter(prefix="/v1", tags=["chat"])
+router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)
 SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when streaming"}
 }
@@ -47,9 +48,15 @@ def chat_completions(
     request: Request,
     runtime: RuntimeDep,
     tenant_id: TenantDep,
-    x_tiermem_user: Annotated[str | None, Header()] = None,
-    x_tiermem_session: Annotated[str | None, Header()] = None,
-    x_tiermem_budget_tokens: Annotated[int | None, Header(ge=0, le=1_000_000)] = None,
+    # Not in the schema: JSON Schema cannot say "the body's user, or this header"; the
+    # schema asks for `user`, and the header is the README's alternative.
+    x_tiermem_user: Annotated[str | None, Header(include_in_schema=False)] = None,
+    x_tiermem_session: Annotated[
+        Identifier | None, Header(description=f"the session (default <user>-default); {ID_RULE}")
+    ] = None,
+    x_tiermem_budget_tokens: Annotated[
+        int | None, Header(ge=0, le=MAX_BUDGET_TOKENS, description="the context budget")
+    ] = None,
 ) -> Response:
     """The OpenAI Chat Completions API with the user's memory added (README: OpenAI SDKs)."""
     turn = completion_turn(

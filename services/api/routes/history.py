@@ -10,7 +10,7 @@ from sqlmodel import select
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.db.models import ChatSession
 from shared.errors import InvalidInput
-from shared.inputs import ID_RULE, Identifier
+from shared.inputs import BLANK, ID_RULE, NON_BLANK_PATTERN, Identifier
 from shared.memory.history import MessageHitsPublic, search_history
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
@@ -21,7 +21,15 @@ def search(
     user: UserDep,
     session: SessionDep,
     runtime: RuntimeDep,
-    q: Annotated[str, Query(min_length=1, max_length=4000, description="words or a question")],
+    q: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=4000,
+            pattern=NON_BLANK_PATTERN,
+            description="words or a question",
+        ),
+    ],
     k: Annotated[int, Query(ge=1, le=100)] = 10,
     exclude_session_id: Annotated[
         Identifier | None,
@@ -32,7 +40,7 @@ def search(
 ) -> MessageHitsPublic:
     """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
     with its session, time, message id and external id, and its rank in each list."""
-    if not q.strip():
+    if not q.strip(BLANK):
         raise InvalidInput("q is blank; send the words or question to search for")
     excluded: str | None = None
     if exclude_session_id:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
@@ -96,7 +96,16 @@ def post_resume(queue: str, runtime: RuntimeDep, _: OperatorDep) -> QueueState:
     return QueueState(queue=queue, paused=False)
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+# Errors answer JSON like every route; only the metrics themselves are text.
+METRICS_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Prometheus text exposition format",
+        "content": {prometheus.CONTENT_TYPE: {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get("/metrics", response_model=None, responses=METRICS_DOC)
 def get_metrics(runtime: RuntimeDep, session: SessionDep, _: OperatorDep) -> PlainTextResponse:
     return PlainTextResponse(
         prometheus.render(session=session, settings=runtime.settings),
