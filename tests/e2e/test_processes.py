@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from shared.db.engine import make_engine
 from shared.db.models import ExtractionRun, Fact
 from shared.runtime import MESSAGES_SUFFIX
 from shared.vectors import QdrantVectorStore
+from shared.vectors.folder_owner import read_owner
 from tests import factories as f
 from tests.conftest import APP_KEY, start_process, tiermem_env, wait_for
 from tests.scripted_llm import ScriptedLLM
@@ -253,6 +255,7 @@ def test_http_to_redis_to_worker_process_to_qdrant(
     )
     assert search.status_code == 503, search.text
     assert "tiermem serve" in search.json()["error"]["message"]
+    assert f"held by pid {worker.pid} on host" in search.json()["error"]["message"]
 
     stack.stop(worker)
     active, dupes, statuses = sql_counts(stack.settings)
@@ -298,6 +301,53 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     ).json()["data"]
     assert all(m["mention_count"] == 1 for m in memories)  # a rerun never counts twice
     assert qdrant_points_after_stop(stack) == n
+
+
+def test_second_worker_on_the_same_qdrant_folder_refuses_to_start(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Embedded Qdrant lets one process own a folder: a second worker on it stops before it
+    takes a task (it could only fail them), naming the folder and the worker holding it."""
+    n = 12
+    script_distinct_facts(scripted_llm, n)
+    scripted_llm.latency_s = 1.0  # a backlog in the broker the second worker could take
+    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    stack.start_api()
+    first = stack.start_worker()
+
+    def owned_by_first() -> bool:
+        owner = read_owner(folder)
+        return owner is not None and owner.pid == first.pid
+
+    wait_for(owned_by_first, timeout=60, what="the first worker to own the folder")
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(n)]
+
+    log = stack.tmp / f"worker-{len(stack.procs)}.log"
+    started = time.monotonic()
+    second = stack.start_worker()
+    assert second.wait(timeout=60) != 0
+    assert time.monotonic() - started < 30
+    said = log.read_text()
+    assert folder in said and f"pid {first.pid}" in said, said
+    assert "tiermem worker --queues extract" in said  # the holder's command
+
+    stack.wait_all_done(jobs)
+    assert [stack.job(j)["attempts"] for j in jobs] == [1] * n  # none failed by the second
+    assert first.poll() is None
+
+
+def test_serve_refuses_a_folder_a_worker_holds(stack: Stack) -> None:
+    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    worker = stack.start_worker()
+    wait_for(lambda: read_owner(folder), timeout=60, what="the worker to own the folder")
+    env = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
+    serve = subprocess.run(
+        [TIERMEM, "serve", "--port", str(free_port())],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert serve.returncode == 1
+    assert "tiermem serve cannot start" in serve.stderr
+    assert folder in serve.stderr and f"pid {worker.pid}" in serve.stderr, serve.stderr
 
 
 def test_flushed_broker_is_recovered_by_the_sweeper(
