@@ -125,7 +125,9 @@ def api(
 
 @cli.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="comma-separated")] = "extract,compress,replay",
+    queues: Annotated[
+        str, typer.Option(help="comma-separated; maintenance takes the outbox sweeps")
+    ] = "extract,compress,replay,maintenance",
     concurrency: Annotated[int | None, typer.Option()] = None,
     pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
     beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,

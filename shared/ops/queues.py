@@ -20,8 +20,10 @@ from sqlmodel import Session, col, select
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
 
-EXTRACT, COMPRESS, REPLAY = "extract", "compress", "replay"
-QUEUES = (EXTRACT, COMPRESS, REPLAY)
+# The queue names (workers.queues routes tasks to them). Maintenance (the outbox sweep)
+# has no SQL runs of its own: ops shows its broker numbers only.
+EXTRACT, COMPRESS, REPLAY, MAINTENANCE = "extract", "compress", "replay", "maintenance"
+QUEUES = ALL = (EXTRACT, COMPRESS, REPLAY, MAINTENANCE)
 WINDOWS_MIN = (1, 5, 15)
 # kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
 _PRIORITY_SEP = "\x06\x16"
@@ -147,6 +149,10 @@ def _windows(session: Session, model: Any, scope: Any, now: dt.datetime) -> list
             col(model.status).in_(("done", "skipped", "failed", "cannot_fit", "partial")),
         )
     ).all()
+    return _cut_windows(rows, now)
+
+
+def _cut_windows(rows: Sequence[Any], now: dt.datetime) -> list[Window]:
     windows = []
     for minutes in WINDOWS_MIN:
         start = now - dt.timedelta(minutes=minutes)
@@ -174,8 +180,11 @@ def utc(value: dt.datetime) -> dt.datetime:
 
 
 def _sql_queue(
-    session: Session, table: _RunTable, now: dt.datetime, failed_limit: int
+    session: Session, table: _RunTable | None, now: dt.datetime, failed_limit: int
 ) -> dict[str, Any]:
+    if table is None:  # a queue without runs in SQL (maintenance)
+        return {"pending": 0, "running": 0, "oldest_pending_age_s": None,
+                "windows": _cut_windows([], now), "failed_runs": []}  # fmt: skip
     model, scope = table.model, table.scope()
     waiting = ("pending", "retrying")
     pending, running, oldest = session.exec(
@@ -311,7 +320,7 @@ def snapshot(
     broker = read_broker(settings.redis_url)
     queues = []
     for name in QUEUES:
-        sql = _sql_queue(session, RUN_TABLES[name], now, failed_limit)
+        sql = _sql_queue(session, RUN_TABLES.get(name), now, failed_limit)
         queues.append(
             QueueStats(
                 name=name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
 import socket
@@ -16,12 +17,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from shared.config import Settings
 from shared.db.engine import make_engine
-from shared.db.models import ExtractionRun, Fact
+from shared.db.models import ChatSession, ExtractionRun, Fact, utcnow
+from shared.ops.queues import utc
 from shared.runtime import MESSAGES_SUFFIX
 from shared.vectors import QdrantVectorStore
 from shared.vectors.folder_owner import read_owner
@@ -85,14 +87,18 @@ class Stack:
             raise
 
     def start_worker(
-        self, *args: str, extra_env: dict[str, str] | None = None
+        self,
+        *args: str,
+        extra_env: dict[str, str] | None = None,
+        queues: str = "extract",
+        concurrency: int = 4,
     ) -> subprocess.Popen[bytes]:
         return self.start(
             "worker",
             "--queues",
-            "extract",
+            queues,
             "--concurrency",
-            "4",
+            str(concurrency),
             "--loglevel",
             "WARNING",
             *args,
@@ -369,6 +375,69 @@ def test_flushed_broker_is_recovered_by_the_sweeper(
     )
     stack.wait_all_done(jobs)
     assert sql_counts(stack.settings)[0] == n
+
+
+def test_the_outbox_sweep_does_not_wait_behind_the_extract_backlog(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Runs the broker lost (pending in SQL, in no queue) are re-sent within about one sweep
+    interval while a backlog of slow extractions holds the worker: the sweep task has the
+    maintenance queue to itself instead of waiting at the tail of the extract queue."""
+    backlog, lost = 40, 3
+    script_distinct_facts(scripted_llm, backlog + lost)
+    scripted_llm.latency_s = 1.0  # 2 threads: about 20 s of backlog
+    stack.start_api()
+    stack.start_worker(
+        "--beat",
+        queues="extract,maintenance",
+        concurrency=2,
+        extra_env={"TIERMEM_WORKER__SWEEP_INTERVAL_S": "1"},  # pending after: 120 s
+    )
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(backlog)]
+    # Taking tasks means its start-up sweep is behind it: from here only beat's sweeps count.
+    wait_for(lambda: stack.job(jobs[0])["status"] != "pending", timeout=60, what="the worker")
+
+    # Turns stored while the broker was away: pending in SQL, in no queue.
+    transcript = stack.tmp / "lost.jsonl"
+    transcript.write_text("".join(
+        json.dumps({"user_id": "ana", "session_id": "s2", "role": "user", "speaker": "Ana",
+                    "content": turn_text(backlog + i), "external_id": f"lost-{i}"}) + "\n"
+        for i in range(lost)
+    ))  # fmt: skip
+    no_broker = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
+    subprocess.run([TIERMEM, "import", str(transcript)], env=no_broker, check=True, timeout=120)
+    engine = make_engine(stack.settings)
+    try:
+        with Session(engine) as s:
+            lost_ids = list(
+                s.exec(select(ExtractionRun.id).where(col(ExtractionRun.session_id).in_(
+                    select(ChatSession.id).where(ChatSession.external_id == "s2")
+                ))).all()
+            )  # fmt: skip
+            assert len(lost_ids) == lost
+            hour_ago = utcnow() - dt.timedelta(hours=1)  # lost in a flush an hour ago
+            s.execute(
+                update(ExtractionRun)
+                .where(col(ExtractionRun.id).in_(lost_ids))
+                .values(updated_at=hour_ago, enqueued_at=hour_ago)
+            )
+            s.commit()
+        marked = time.monotonic()
+
+        def resent() -> bool:
+            with Session(engine) as s:
+                sent = s.exec(
+                    select(ExtractionRun.enqueued_at).where(col(ExtractionRun.id).in_(lost_ids))
+                ).all()
+            return all(t is not None and utc(t) > hour_ago for t in sent)
+
+        wait_for(resent, timeout=10, interval=0.2, what="the sweep to re-send the lost runs")
+        waited = time.monotonic() - marked
+        unfinished = sum(stack.job(j)["status"] in ("pending", "running") for j in jobs)
+        assert unfinished >= 10, f"the backlog was nearly gone ({unfinished} left) after {waited}s"
+    finally:
+        engine.dispose()
+    stack.wait_all_done([*jobs, *lost_ids], timeout=120)
 
 
 def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) -> None:
