@@ -28,12 +28,13 @@ from shared.runtime import MESSAGES_SUFFIX
 from shared.vectors import QdrantVectorStore
 from shared.vectors.folder_owner import read_owner
 from tests import factories as f
-from tests.conftest import APP_KEY, start_process, tiermem_env, wait_for
+from tests.conftest import ADMIN_KEY, APP_KEY, start_process, tiermem_env, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 HEADERS = {"Authorization": f"Bearer {APP_KEY}"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def free_port() -> int:
@@ -283,6 +284,8 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
         # ...and the sweeper resends runs left "running" by it.
         "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S": "4",
         "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
+        # ...and its heartbeat record is gone 1.5 s after the kill.
+        "TIERMEM_WORKER__HEARTBEAT_S": "0.5",
     }
     stack.start_api()
     jobs = [stack.post_turn(f"s{i % 3}", f.turn("ana", turn_text(i))) for i in range(n)]
@@ -296,8 +299,30 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     stack.stop(first, signal.SIGKILL)
     statuses = [stack.job(j)["status"] for j in jobs]
     assert statuses.count("done") < n, "the kill came too late to test anything"
+    in_flight = {j for j, status in zip(jobs, statuses, strict=True) if status == "running"}
+    assert in_flight
 
-    second = stack.start_worker("--beat", extra_env=quick_recovery)
+    # Ops shows the dead worker's runs as orphaned (not running) until they are sent again.
+    def extract_queue() -> Any:
+        snap = httpx.get(f"{stack.url}/v1/ops/queues", headers=ADMIN, timeout=10).json()
+        extract = next(q for q in snap["queues"] if q["name"] == "extract")
+        return extract if extract["orphaned"] and not extract["running"] else None
+
+    orphaned = wait_for(extract_queue, timeout=20, interval=0.3, what="orphaned runs")
+    assert {r["id"] for r in orphaned["orphaned_runs"]} == in_flight
+    assert orphaned["orphaned"] == len(in_flight)
+    assert "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S" in orphaned["orphaned_note"]
+    assert "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S" in orphaned["orphaned_note"]
+    assert all(r["worker"].startswith("celery@") for r in orphaned["orphaned_runs"])
+    status = subprocess.run(
+        [TIERMEM, "ops", "status"], env={**stack.env, "COLUMNS": "250"},
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "orphaned runs: claimed by a worker whose heartbeat is gone" in status
+    assert all(run_id in status for run_id in in_flight)
+
+    # maintenance: beat's sweeps (the sweeper resends runs the dead worker left running)
+    second = stack.start_worker("--beat", queues="extract,maintenance", extra_env=quick_recovery)
     stack.wait_all_done(jobs, timeout=120)
     stack.stop(second)
     active, dupes, _ = sql_counts(stack.settings)
@@ -368,6 +393,7 @@ def test_flushed_broker_is_recovered_by_the_sweeper(
 
     stack.start_worker(
         "--beat",
+        queues="extract,maintenance",
         extra_env={
             "TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0.5",
             "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
