@@ -63,7 +63,10 @@ class EmbeddedWorker:
         celery_app.set_current()
         celery_app.set_default()
         self._stop = threading.Event()
-        self._worker = thread_worker([queues.EXTRACT, queues.COMPRESS], concurrency, "embedded")
+        # The sweeps run in a thread here (_sweep_loop); maintenance is taken all the same,
+        # so a sweep task sent through the broker is never stranded.
+        live = [queues.EXTRACT, queues.COMPRESS, queues.MAINTENANCE]
+        self._worker = thread_worker(live, concurrency, "embedded")
         # Replay has threads of its own: a backlog of old turns never takes live ones'.
         replay_threads = runtime.settings.replay.concurrency
         self._replay = thread_worker([queues.REPLAY], replay_threads, "embedded-replay")

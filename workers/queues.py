@@ -1,13 +1,14 @@
-"""Queue names, in one place: live extraction, compression and replay never share a queue."""
+"""Queue names and routes: live extraction, compression, replay and maintenance never share
+a queue. The names are shared.ops.queues' (ops lists the same queues)."""
 
-EXTRACT = "extract"
-COMPRESS = "compress"
-REPLAY = "replay"
-ALL = (EXTRACT, COMPRESS, REPLAY)
+from shared.ops.queues import ALL, COMPRESS, EXTRACT, MAINTENANCE, REPLAY
+
+__all__ = ["ALL", "COMPRESS", "EXTRACT", "MAINTENANCE", "REPLAY", "TASK_ROUTES"]
 
 TASK_ROUTES = {
     "tiermem.extract_turn": {"queue": EXTRACT},
-    "tiermem.sweep_outbox": {"queue": EXTRACT},
+    # Its own queue: a sweep must not wait behind the extract backlog it is there to help.
+    "tiermem.sweep_outbox": {"queue": MAINTENANCE},
     "tiermem.compress_session": {"queue": COMPRESS},
     "tiermem.replay_*": {"queue": REPLAY},
 }

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from services.cli.ops import ops_cli
 from services.cli.replay import replay_cli
 from shared.config import Settings, get_settings
-from shared.errors import DomainError
+from shared.errors import DomainError, Unavailable
 from shared.ingest import TranscriptLine
 
 cli = typer.Typer(
@@ -63,6 +63,7 @@ def serve(
     _logging(settings)
     upgrade_to_head(settings)
     runtime = Runtime(settings)
+    _own_vector_folder(settings, "serve", lambda: runtime.vectors)
     runtime.embedder.embed(["warm up"])  # load the model before the first request needs it
     worker = EmbeddedWorker(runtime, concurrency=concurrency or settings.worker.concurrency)
     worker.start()
@@ -124,7 +125,9 @@ def api(
 
 @cli.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="comma-separated")] = "extract,compress,replay",
+    queues: Annotated[
+        str, typer.Option(help="comma-separated; maintenance takes the outbox sweeps")
+    ] = "extract,compress,replay,maintenance",
     concurrency: Annotated[int | None, typer.Option()] = None,
     pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
     beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,
@@ -146,6 +149,19 @@ def worker(
         )
         raise typer.Exit(2)
     from shared.db.migrate import upgrade_to_head
+    from shared.vectors import open_vector_store
+    from workers.runtime import get_runtime
+
+    pool = pool or settings.worker.pool
+    # Prefork children open the store themselves (a client must not cross a fork): the
+    # parent only checks that the folder is free.
+    _own_vector_folder(
+        settings,
+        "worker",
+        (lambda: open_vector_store(settings).close())
+        if pool == "prefork"
+        else (lambda: get_runtime().vectors),
+    )
     from workers.celery_app import app
 
     if settings.database.auto_migrate:
@@ -155,7 +171,7 @@ def worker(
         "-Q",
         queues,
         "-P",
-        pool or settings.worker.pool,
+        pool,
         "-c",
         str(concurrency or settings.worker.concurrency),
         "--loglevel",
@@ -383,6 +399,23 @@ def _key_command(*, name: str, create: bool, scope: str) -> None:
         engine.dispose()
     console.print(f"tenant {name}: {scope} key (shown once):")
     print(key)
+
+
+def _own_vector_folder(settings: Settings, command: str, open_store: Callable[[], object]) -> None:
+    """Open an embedded Qdrant folder before taking any work: a second process on the same
+    folder stops here, naming the holder, instead of taking tasks it could only fail."""
+    if settings.qdrant_path is None:
+        return  # a Qdrant server takes many clients; in memory is this process's own
+    try:
+        open_store()
+    except Unavailable as exc:
+        console.print(
+            f"tiermem {command} cannot start: {exc.message}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1) from exc
 
 
 def _enqueuer(settings: Settings) -> Callable[[list[str]], None]:

@@ -38,15 +38,16 @@ def _table(title: str, *headers: str, left: int = 1) -> Table:
 def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> Group:
     queues = _table(
         f"queues · broker: {snap.broker} · {snap.at:%Y-%m-%d %H:%M:%S} UTC",
-        "queue", "depth", "reserved", "pending", "running", "oldest s",
+        "queue", "depth", "reserved", "pending", "running", "orphaned", "oldest s",
         "done/min 1m", "5m", "15m", "fail % 5m", "retried 15m", "paused",
     )  # fmt: skip
     for q in snap.queues:
         w = {window.minutes: window for window in q.windows}
         queues.add_row(
             q.name, _value(q.depth), _value(q.reserved), str(q.pending), str(q.running),
-            _value(q.oldest_pending_age_s), f"{w[1].per_minute:g}", f"{w[5].per_minute:g}",
-            f"{w[15].per_minute:g}", f"{100 * w[5].failure_rate:.1f}", str(w[15].retried),
+            f"[red]{q.orphaned}[/red]" if q.orphaned else "0", _value(q.oldest_pending_age_s),
+            f"{w[1].per_minute:g}", f"{w[5].per_minute:g}", f"{w[15].per_minute:g}",
+            f"{100 * w[5].failure_rate:.1f}", str(w[15].retried),
             "[yellow]paused[/yellow]" if q.paused else "",
         )  # fmt: skip
     live = _table(
@@ -67,6 +68,15 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
             str(t.llm_prompt_tokens + t.llm_completion_tokens), f"{t.estimated_cost_usd:.4f}",
         )  # fmt: skip
     parts: list[Table] = [queues, live, tenants]
+    orphans = [(q, r) for q in snap.queues for r in q.orphaned_runs]
+    if orphans:
+        note = next(q.orphaned_note for q, _ in orphans if q.orphaned_note)
+        orphaned = _table(
+            f"orphaned runs: {note}", "run", "queue", "worker", "resend in s", left=3
+        )
+        for q, orphan in orphans[:failed]:
+            orphaned.add_row(orphan.id, q.name, orphan.worker, f"{orphan.resend_in_s:g}")
+        parts.append(orphaned)
     failed_runs = [r for q in snap.queues for r in q.failed_runs][:failed]
     if failed_runs:
         runs = _table(

@@ -184,6 +184,9 @@ class ExtractionRun(SQLModel, table=True):
     replay_job_id: str | None = Field(default=None, max_length=36)
     replay_mode: str | None = Field(default=None, max_length=16)
     staged: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # The Celery worker (node name) that claimed the run last: ops compares it with the
+    # live heartbeats to tell a running run from one whose worker died (orphaned).
+    worker: str | None = Field(default=None, max_length=255)
 
 
 class ReplayJob(SQLModel, table=True):

@@ -54,11 +54,15 @@ class RunOutcome:
         return asdict(self)
 
 
-def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) -> RunOutcome:
-    """Raises TransientError (after recording it) when a retry may help and attempts remain."""
+def run_extraction(
+    runtime: Runtime, run_id: str, *, last_attempt: bool = True, worker: str | None = None
+) -> RunOutcome:
+    """Raises TransientError (after recording it) when a retry may help and attempts remain.
+
+    `worker` names the Celery worker running it (ops tells a dead worker's runs by it)."""
     started = time.perf_counter()
     try:
-        claimed = _claim(runtime, run_id)
+        claimed = _claim(runtime, run_id, worker)
     except OperationalError as exc:  # database locked: the run is untouched, retry it
         raise TransientError(f"database error while claiming the run: {exc.orig}") from exc
     if isinstance(claimed, RunOutcome):
@@ -143,7 +147,9 @@ def run_extraction(runtime: Runtime, run_id: str, *, last_attempt: bool = True) 
         raise
 
 
-def _claim(runtime: Runtime, run_id: str) -> tuple[TurnInput, ExtractionRun] | RunOutcome:
+def _claim(
+    runtime: Runtime, run_id: str, worker: str | None
+) -> tuple[TurnInput, ExtractionRun] | RunOutcome:
     with session_scope(runtime.engine) as session:
         run = session.get(ExtractionRun, run_id)
         if run is None:  # its user was deleted since: nothing to do
@@ -157,6 +163,7 @@ def _claim(runtime: Runtime, run_id: str) -> tuple[TurnInput, ExtractionRun] | R
             return RunOutcome(run_id, "gone")
         reply = session.get(Message, run.reply_message_id) if run.reply_message_id else None
         run.status = "running"
+        run.worker = worker
         run.attempts += 1
         run.started_at = utcnow()
         run.updated_at = run.started_at

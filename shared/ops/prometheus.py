@@ -30,6 +30,7 @@ QUEUE_GAUGES = (
     ("tiermem_queue_reserved", "messages delivered to workers, not acknowledged", "reserved"),
     ("tiermem_queue_pending", "runs waiting to start (SQL)", "pending"),
     ("tiermem_queue_running", "runs executing now (SQL)", "running"),
+    ("tiermem_queue_orphaned", "runs left running by a worker whose heartbeat is gone", "orphaned"),
     (
         "tiermem_queue_oldest_pending_age_seconds",
         "age of the oldest waiting run",

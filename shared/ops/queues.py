@@ -19,9 +19,12 @@ from sqlmodel import Session, col, select
 
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
+from shared.ops.workers import HeartbeatStore, WorkerInfo
 
-EXTRACT, COMPRESS, REPLAY = "extract", "compress", "replay"
-QUEUES = (EXTRACT, COMPRESS, REPLAY)
+# The queue names (workers.queues routes tasks to them). Maintenance (the outbox sweep)
+# has no SQL runs of its own: ops shows its broker numbers only.
+EXTRACT, COMPRESS, REPLAY, MAINTENANCE = "extract", "compress", "replay", "maintenance"
+QUEUES = ALL = (EXTRACT, COMPRESS, REPLAY, MAINTENANCE)
 WINDOWS_MIN = (1, 5, 15)
 # kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
 _PRIORITY_SEP = "\x06\x16"
@@ -52,13 +55,25 @@ class FailedRun(BaseModel):
     finished_at: dt.datetime | None
 
 
+class OrphanedRun(BaseModel):
+    id: str
+    kind: str
+    tenant_id: str
+    worker: str  # the worker that claimed it, whose heartbeat is gone
+    started_at: dt.datetime | None
+    resend_in_s: float  # about when Redis or the sweeper sends it again (0: any moment)
+
+
 class QueueStats(BaseModel):
     name: str
     depth: int | None  # messages waiting in the broker; None without a broker to ask
     reserved: int | None  # delivered to a worker, not yet acknowledged
     paused: bool
     pending: int  # from SQL: runs waiting to start (retrying ones included)
-    running: int
+    running: int  # claimed by a live worker (or by one ops cannot tell)
+    orphaned: int = 0  # status running, but the worker that claimed it has no heartbeat
+    orphaned_note: str | None = None
+    orphaned_runs: list[OrphanedRun] = []
     oldest_pending_age_s: float | None
     windows: list[Window]
     failed_runs: list[FailedRun]
@@ -147,6 +162,10 @@ def _windows(session: Session, model: Any, scope: Any, now: dt.datetime) -> list
             col(model.status).in_(("done", "skipped", "failed", "cannot_fit", "partial")),
         )
     ).all()
+    return _cut_windows(rows, now)
+
+
+def _cut_windows(rows: Sequence[Any], now: dt.datetime) -> list[Window]:
     windows = []
     for minutes in WINDOWS_MIN:
         start = now - dt.timedelta(minutes=minutes)
@@ -174,11 +193,16 @@ def utc(value: dt.datetime) -> dt.datetime:
 
 
 def _sql_queue(
-    session: Session, table: _RunTable, now: dt.datetime, failed_limit: int, tenant_id: str | None
+    session: Session,
+    table: _RunTable | None,
+    now: dt.datetime,
+    failed_limit: int,
+    tenant_id: str | None,
 ) -> dict[str, Any]:
-    model, scope = table.model, table.scope()
-    if tenant_id is not None:
-        scope = scope & (col(model.tenant_id) == tenant_id)
+    if table is None:  # a queue without runs in SQL (maintenance)
+        return {"pending": 0, "running": 0, "oldest_pending_age_s": None,
+                "windows": _cut_windows([], now), "failed_runs": []}  # fmt: skip
+    model, scope = table.model, table.scope(tenant_id)
     waiting = ("pending", "retrying")
     pending, running, oldest = session.exec(
         select(
@@ -222,18 +246,97 @@ class _RunTable:
     model: Any
     kind: str
     replay: bool | None = None  # extraction runs: live (False) or a replay's (True)
+    tracks_worker: bool = False  # its rows name the worker that claimed them
 
-    def scope(self) -> Any:
+    def scope(self, tenant_id: str | None = None) -> Any:
+        """The table's rows for this queue (of `tenant_id` only, when given)."""
         if self.replay is None:
-            return true()
-        column = col(ExtractionRun.replay_job_id)
-        return column.is_not(None) if self.replay else column.is_(None)
+            scope: Any = true()
+        else:
+            column = col(ExtractionRun.replay_job_id)
+            scope = column.is_not(None) if self.replay else column.is_(None)
+        if tenant_id is not None:
+            scope = scope & (col(self.model.tenant_id) == tenant_id)
+        return scope
+
+
+# A worker's record is written once it is ready, before it takes a task; this much clock
+# slack keeps a run claimed in the same instant from looking older than its worker.
+_CLAIM_SLACK = dt.timedelta(seconds=1)
+
+
+def orphaned_runs(
+    session: Session,
+    table: _RunTable | None,
+    workers: Sequence[WorkerInfo],
+    settings: Settings,
+    now: dt.datetime,
+    tenant_id: str | None = None,
+) -> list[OrphanedRun]:
+    """Runs left `running` by a worker that is gone: no live heartbeat under the name that
+    claimed them, or only one of a worker started since (a restart under the same name)."""
+    if table is None or not table.tracks_worker:
+        return []
+    started = {w.hostname: utc(w.started_at) for w in workers}
+    running = session.exec(
+        select(ExtractionRun)
+        .where(
+            table.scope(tenant_id),
+            ExtractionRun.status == "running",
+            col(ExtractionRun.worker).is_not(None),
+        )
+        .order_by(col(ExtractionRun.started_at))
+    ).all()
+    orphans = []
+    for run in running:
+        since = started.get(run.worker or "")
+        claimed = utc(run.started_at) if run.started_at else None
+        if since is not None and (claimed is None or claimed + _CLAIM_SLACK >= since):
+            continue
+        orphans.append(
+            OrphanedRun(
+                id=run.id,
+                kind=table.kind,
+                tenant_id=run.tenant_id,
+                worker=run.worker or "",
+                started_at=run.started_at,
+                resend_in_s=_resend_in_s(settings, claimed, utc(run.updated_at), now),
+            )
+        )
+    return orphans
+
+
+def _resend_in_s(
+    settings: Settings, claimed: dt.datetime | None, updated: dt.datetime, now: dt.datetime
+) -> float:
+    """The sooner of Redis handing the unacked task back (visibility timeout after its
+    delivery) and the sweeper's next look after SWEEP_RUNNING_AFTER_S."""
+    worker = settings.worker
+    sweeper = updated + dt.timedelta(seconds=worker.sweep_running_after_s + worker.sweep_interval_s)
+    times = [sweeper]
+    if settings.redis_url and claimed is not None:
+        times.append(claimed + dt.timedelta(seconds=settings.redis.visibility_timeout_s))
+    return round(max(0.0, (min(times) - now).total_seconds()), 1)
+
+
+def orphaned_note(settings: Settings) -> str:
+    redis = (
+        f"Redis hands its task to another worker {settings.redis.visibility_timeout_s:g} s "
+        "after it was delivered (TIERMEM_REDIS__VISIBILITY_TIMEOUT_S), or "
+        if settings.redis_url
+        else ""
+    )
+    return (
+        "claimed by a worker whose heartbeat is gone (killed or cut off): "
+        f"{redis}the outbox sweeper sends it again once it has been running "
+        f"{settings.worker.sweep_running_after_s:g} s (TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S)"
+    )
 
 
 RUN_TABLES: dict[str, _RunTable] = {
-    EXTRACT: _RunTable(ExtractionRun, "extract_turn", replay=False),
+    EXTRACT: _RunTable(ExtractionRun, "extract_turn", replay=False, tracks_worker=True),
     COMPRESS: _RunTable(CompressionRun, "compress_session"),
-    REPLAY: _RunTable(ExtractionRun, "replay_turn", replay=True),
+    REPLAY: _RunTable(ExtractionRun, "replay_turn", replay=True, tracks_worker=True),
 }
 
 
@@ -322,16 +425,22 @@ def snapshot(
     now = now or utcnow()
     broker = read_broker(settings.redis_url)
     shared_view = broker.available and tenant_id is None
+    workers = HeartbeatStore.from_settings(settings).read(now)
     queues = []
     for name in QUEUES:
-        sql = _sql_queue(session, RUN_TABLES[name], now, failed_limit, tenant_id)
+        table = RUN_TABLES.get(name)
+        sql = _sql_queue(session, table, now, failed_limit, tenant_id)
+        orphans = orphaned_runs(session, table, workers, settings, now, tenant_id)
         queues.append(
             QueueStats(
                 name=name,
                 depth=broker.depth.get(name) if shared_view else None,
                 reserved=broker.reserved.get(name) if shared_view else None,
                 paused=name in broker.paused,
-                **sql,
+                **{**sql, "running": sql["running"] - len(orphans)},
+                orphaned=len(orphans),
+                orphaned_note=orphaned_note(settings) if orphans else None,
+                orphaned_runs=orphans[:failed_limit],
             )
         )
     return OpsSnapshot(

@@ -21,6 +21,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint
 from shared.vectors.exact_index import ExactIndex, supports_filter
+from shared.vectors.folder_owner import clear_owner, describe_holder, write_owner
 
 if TYPE_CHECKING:
     from shared.config import Settings
@@ -105,18 +106,20 @@ class QdrantVectorStore:
             return QdrantClient(location=":memory:", force_disable_check_same_thread=True)
         use_embedded_sync(self._embedded_sync)
         try:
-            return QdrantClient(path=self._path, force_disable_check_same_thread=True)
+            client = QdrantClient(path=self._path, force_disable_check_same_thread=True)
         except RuntimeError as exc:
             if _LOCK_MESSAGE not in str(exc):
                 raise
+            holder, owner = describe_holder(self._path)
             raise Unavailable(
-                f"The embedded Qdrant folder {self._path} is held by another tiermem process "
-                "(probably the worker or a running `tiermem serve`) or by another store in "
-                "this process; embedded Qdrant allows one client per folder. Stop that "
-                "process, or run `tiermem serve` (API and worker in one process), or point "
-                "TIERMEM_QDRANT__URL at a Qdrant server.",
-                details={"path": self._path},
+                f"The embedded Qdrant folder {self._path} is held by {holder}; embedded "
+                "Qdrant allows one process per folder. Stop that process, or run `tiermem "
+                "serve` (API and worker in one process), or point TIERMEM_QDRANT__URL at a "
+                "Qdrant server.",
+                details={"path": self._path, "holder": owner},
             ) from exc
+        write_owner(self._path)
+        return client
 
     @classmethod
     def from_settings(cls, settings: Settings) -> QdrantVectorStore:
@@ -470,6 +473,8 @@ class QdrantVectorStore:
             self._known.clear()
             self._indexes.clear()
             self._small.clear()
+            if self._path is not None:
+                clear_owner(self._path)  # while the lock is still ours: no later owner's
             # Releases the embedded folder lock, so another process (or store) may open it.
             self._client.close()
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,21 +17,24 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from shared.config import Settings
 from shared.db.engine import make_engine
-from shared.db.models import ExtractionRun, Fact
+from shared.db.models import ChatSession, ExtractionRun, Fact, utcnow
+from shared.ops.queues import utc
 from shared.runtime import MESSAGES_SUFFIX
 from shared.vectors import QdrantVectorStore
+from shared.vectors.folder_owner import read_owner
 from tests import factories as f
-from tests.conftest import APP_KEY, start_process, tiermem_env, wait_for
+from tests.conftest import ADMIN_KEY, APP_KEY, start_process, tiermem_env, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 HEADERS = {"Authorization": f"Bearer {APP_KEY}"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def free_port() -> int:
@@ -83,14 +88,18 @@ class Stack:
             raise
 
     def start_worker(
-        self, *args: str, extra_env: dict[str, str] | None = None
+        self,
+        *args: str,
+        extra_env: dict[str, str] | None = None,
+        queues: str = "extract",
+        concurrency: int = 4,
     ) -> subprocess.Popen[bytes]:
         return self.start(
             "worker",
             "--queues",
-            "extract",
+            queues,
             "--concurrency",
-            "4",
+            str(concurrency),
             "--loglevel",
             "WARNING",
             *args,
@@ -253,6 +262,7 @@ def test_http_to_redis_to_worker_process_to_qdrant(
     )
     assert search.status_code == 503, search.text
     assert "tiermem serve" in search.json()["error"]["message"]
+    assert f"held by pid {worker.pid} on host" in search.json()["error"]["message"]
 
     stack.stop(worker)
     active, dupes, statuses = sql_counts(stack.settings)
@@ -274,6 +284,8 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
         # ...and the sweeper resends runs left "running" by it.
         "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S": "4",
         "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
+        # ...and its heartbeat record is gone 1.5 s after the kill.
+        "TIERMEM_WORKER__HEARTBEAT_S": "0.5",
     }
     stack.start_api()
     jobs = [stack.post_turn(f"s{i % 3}", f.turn("ana", turn_text(i))) for i in range(n)]
@@ -287,8 +299,30 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     stack.stop(first, signal.SIGKILL)
     statuses = [stack.job(j)["status"] for j in jobs]
     assert statuses.count("done") < n, "the kill came too late to test anything"
+    in_flight = {j for j, status in zip(jobs, statuses, strict=True) if status == "running"}
+    assert in_flight
 
-    second = stack.start_worker("--beat", extra_env=quick_recovery)
+    # Ops shows the dead worker's runs as orphaned (not running) until they are sent again.
+    def extract_queue() -> Any:
+        snap = httpx.get(f"{stack.url}/v1/ops/queues", headers=ADMIN, timeout=10).json()
+        extract = next(q for q in snap["queues"] if q["name"] == "extract")
+        return extract if extract["orphaned"] and not extract["running"] else None
+
+    orphaned = wait_for(extract_queue, timeout=20, interval=0.3, what="orphaned runs")
+    assert {r["id"] for r in orphaned["orphaned_runs"]} == in_flight
+    assert orphaned["orphaned"] == len(in_flight)
+    assert "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S" in orphaned["orphaned_note"]
+    assert "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S" in orphaned["orphaned_note"]
+    assert all(r["worker"].startswith("celery@") for r in orphaned["orphaned_runs"])
+    status = subprocess.run(
+        [TIERMEM, "ops", "status"], env={**stack.env, "COLUMNS": "250"},
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "orphaned runs: claimed by a worker whose heartbeat is gone" in status
+    assert all(run_id in status for run_id in in_flight)
+
+    # maintenance: beat's sweeps (the sweeper resends runs the dead worker left running)
+    second = stack.start_worker("--beat", queues="extract,maintenance", extra_env=quick_recovery)
     stack.wait_all_done(jobs, timeout=120)
     stack.stop(second)
     active, dupes, _ = sql_counts(stack.settings)
@@ -298,6 +332,53 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     ).json()["data"]
     assert all(m["mention_count"] == 1 for m in memories)  # a rerun never counts twice
     assert qdrant_points_after_stop(stack) == n
+
+
+def test_second_worker_on_the_same_qdrant_folder_refuses_to_start(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Embedded Qdrant lets one process own a folder: a second worker on it stops before it
+    takes a task (it could only fail them), naming the folder and the worker holding it."""
+    n = 12
+    script_distinct_facts(scripted_llm, n)
+    scripted_llm.latency_s = 1.0  # a backlog in the broker the second worker could take
+    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    stack.start_api()
+    first = stack.start_worker()
+
+    def owned_by_first() -> bool:
+        owner = read_owner(folder)
+        return owner is not None and owner.pid == first.pid
+
+    wait_for(owned_by_first, timeout=60, what="the first worker to own the folder")
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(n)]
+
+    log = stack.tmp / f"worker-{len(stack.procs)}.log"
+    started = time.monotonic()
+    second = stack.start_worker()
+    assert second.wait(timeout=60) != 0
+    assert time.monotonic() - started < 30
+    said = log.read_text()
+    assert folder in said and f"pid {first.pid}" in said, said
+    assert "tiermem worker --queues extract" in said  # the holder's command
+
+    stack.wait_all_done(jobs)
+    assert [stack.job(j)["attempts"] for j in jobs] == [1] * n  # none failed by the second
+    assert first.poll() is None
+
+
+def test_serve_refuses_a_folder_a_worker_holds(stack: Stack) -> None:
+    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    worker = stack.start_worker()
+    wait_for(lambda: read_owner(folder), timeout=60, what="the worker to own the folder")
+    env = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
+    serve = subprocess.run(
+        [TIERMEM, "serve", "--port", str(free_port())],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert serve.returncode == 1
+    assert "tiermem serve cannot start" in serve.stderr
+    assert folder in serve.stderr and f"pid {worker.pid}" in serve.stderr, serve.stderr
 
 
 def test_flushed_broker_is_recovered_by_the_sweeper(
@@ -312,6 +393,7 @@ def test_flushed_broker_is_recovered_by_the_sweeper(
 
     stack.start_worker(
         "--beat",
+        queues="extract,maintenance",
         extra_env={
             "TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0.5",
             "TIERMEM_WORKER__SWEEP_INTERVAL_S": "1",
@@ -319,6 +401,69 @@ def test_flushed_broker_is_recovered_by_the_sweeper(
     )
     stack.wait_all_done(jobs)
     assert sql_counts(stack.settings)[0] == n
+
+
+def test_the_outbox_sweep_does_not_wait_behind_the_extract_backlog(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Runs the broker lost (pending in SQL, in no queue) are re-sent within about one sweep
+    interval while a backlog of slow extractions holds the worker: the sweep task has the
+    maintenance queue to itself instead of waiting at the tail of the extract queue."""
+    backlog, lost = 40, 3
+    script_distinct_facts(scripted_llm, backlog + lost)
+    scripted_llm.latency_s = 1.0  # 2 threads: about 20 s of backlog
+    stack.start_api()
+    stack.start_worker(
+        "--beat",
+        queues="extract,maintenance",
+        concurrency=2,
+        extra_env={"TIERMEM_WORKER__SWEEP_INTERVAL_S": "1"},  # pending after: 120 s
+    )
+    jobs = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(backlog)]
+    # Taking tasks means its start-up sweep is behind it: from here only beat's sweeps count.
+    wait_for(lambda: stack.job(jobs[0])["status"] != "pending", timeout=60, what="the worker")
+
+    # Turns stored while the broker was away: pending in SQL, in no queue.
+    transcript = stack.tmp / "lost.jsonl"
+    transcript.write_text("".join(
+        json.dumps({"user_id": "ana", "session_id": "s2", "role": "user", "speaker": "Ana",
+                    "content": turn_text(backlog + i), "external_id": f"lost-{i}"}) + "\n"
+        for i in range(lost)
+    ))  # fmt: skip
+    no_broker = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
+    subprocess.run([TIERMEM, "import", str(transcript)], env=no_broker, check=True, timeout=120)
+    engine = make_engine(stack.settings)
+    try:
+        with Session(engine) as s:
+            lost_ids = list(
+                s.exec(select(ExtractionRun.id).where(col(ExtractionRun.session_id).in_(
+                    select(ChatSession.id).where(ChatSession.external_id == "s2")
+                ))).all()
+            )  # fmt: skip
+            assert len(lost_ids) == lost
+            hour_ago = utcnow() - dt.timedelta(hours=1)  # lost in a flush an hour ago
+            s.execute(
+                update(ExtractionRun)
+                .where(col(ExtractionRun.id).in_(lost_ids))
+                .values(updated_at=hour_ago, enqueued_at=hour_ago)
+            )
+            s.commit()
+        marked = time.monotonic()
+
+        def resent() -> bool:
+            with Session(engine) as s:
+                sent = s.exec(
+                    select(ExtractionRun.enqueued_at).where(col(ExtractionRun.id).in_(lost_ids))
+                ).all()
+            return all(t is not None and utc(t) > hour_ago for t in sent)
+
+        wait_for(resent, timeout=10, interval=0.2, what="the sweep to re-send the lost runs")
+        waited = time.monotonic() - marked
+        unfinished = sum(stack.job(j)["status"] in ("pending", "running") for j in jobs)
+        assert unfinished >= 10, f"the backlog was nearly gone ({unfinished} left) after {waited}s"
+    finally:
+        engine.dispose()
+    stack.wait_all_done([*jobs, *lost_ids], timeout=120)
 
 
 def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) -> None:

@@ -233,7 +233,8 @@ def test_our_services_build_from_the_dockerfile(
 def test_worker_commands(services: dict[str, dict[str, Any]]) -> None:
     worker = services["worker"]["command"]
     assert worker[:2] == ["tiermem", "worker"]
-    assert worker[worker.index("--queues") + 1] == "extract,compress"
+    # maintenance: beat's outbox sweeps, which would pile up unseen without a consumer
+    assert worker[worker.index("--queues") + 1] == "extract,compress,maintenance"
     # Scaling with --scale or deploy.replicas needs no fixed container name.
     assert "container_name" not in services["worker"]
     replay = services["replay-worker"]["command"]

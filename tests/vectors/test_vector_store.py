@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
+import json
 import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,6 +29,7 @@ from shared.vectors import (
     open_vector_store,
     point_id,
 )
+from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
 
 SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
 SERVER_API_KEY = os.environ.get("TIERMEM_TEST_QDRANT_API_KEY")
@@ -359,15 +365,64 @@ def test_second_client_on_same_folder_is_unavailable_with_a_hint(tmp_path: Path)
             QdrantVectorStore(path=str(folder))
         message = err.value.message
         assert str(folder.resolve()) in message
+        assert "another vector store in this same process" in message
         assert "tiermem serve" in message
         assert "TIERMEM_QDRANT__URL" in message
-        assert "worker" in message
-        assert err.value.details == {"path": str(folder.resolve())}
+        assert err.value.details["path"] == str(folder.resolve())
+        assert err.value.details["holder"]["pid"] == os.getpid()
         assert err.value.code == "unavailable"
     finally:
         first.close()
-    # Closing releases the folder lock.
-    QdrantVectorStore(path=str(folder)).close()
+    assert read_owner(folder) is None  # closing removes the record...
+    QdrantVectorStore(path=str(folder)).close()  # ...and releases the folder lock
+
+
+def test_a_refused_open_names_the_process_holding_the_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "qdrant"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from shared.vectors import QdrantVectorStore\n"
+            "store = QdrantVectorStore(path=sys.argv[1])\n"
+            "print('open', flush=True)\n"
+            "time.sleep(120)\n",
+            str(folder),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+        with pytest.raises(Unavailable) as err:
+            QdrantVectorStore(path=str(folder))
+        message = err.value.message
+        assert f"{folder.resolve()} is held by pid {holder.pid} on host " in message
+        assert socket.gethostname() in message and str(folder) in message  # its argv
+        assert err.value.details["holder"]["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_owner_record_does_not_block(tmp_path: Path) -> None:
+    """The record only names the holder; qdrant-client's lock decides. A record left by a
+    process that died is taken over."""
+    folder = tmp_path / "qdrant"
+    folder.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = FolderOwner(pid=int(dead.stdout), hostname=socket.gethostname(), argv=["gone"])
+    record_path(folder).write_text(json.dumps(dataclasses.asdict(stale)))
+    assert read_owner(folder) == stale and stale.is_gone()
+
+    store = QdrantVectorStore(path=str(folder))
+    try:
+        owner = read_owner(folder)
+        assert owner is not None and owner.pid == os.getpid()
+    finally:
+        store.close()
 
 
 # -- construction ----------------------------------------------------------------------------

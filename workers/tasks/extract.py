@@ -16,7 +16,9 @@ from workers.tasks.compress import enqueue_compression
 @app.task(name="tiermem.extract_turn", **TRANSIENT_RETRY)
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     runtime = get_runtime()
-    outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+    outcome = run_extraction(
+        runtime, run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
+    )
     if outcome.compress_session_id and over_trigger(runtime, outcome.compress_session_id):
         # Every path that stores a reply (turns, chat, imports) ends here, so compression
         # is checked once per turn without each route having to remember it; the check is

@@ -60,7 +60,9 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
         replay_turn_task.apply_async(args=[run_id], countdown=1)
         return {"run_id": run_id, "status": "deferred"}
     try:
-        outcome = run_extraction(runtime, run_id, last_attempt=is_last_attempt(self))
+        outcome = run_extraction(
+            runtime, run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
+        )
     finally:
         if slots is not None:
             slots.release()
