@@ -1,7 +1,9 @@
 """Queue names and routes: live extraction, compression, replay and maintenance never share
 a queue. The names are shared.ops.queues' (ops lists the same queues)."""
 
-from shared.ops.queues import ALL, COMPRESS, EXTRACT, MAINTENANCE, REPLAY
+from shared.ops.queues import COMPRESS, EXTRACT, MAINTENANCE, QUEUES, REPLAY
+
+ALL = QUEUES
 
 __all__ = ["ALL", "COMPRESS", "EXTRACT", "MAINTENANCE", "REPLAY", "TASK_ROUTES"]
 
