@@ -117,15 +117,24 @@ def turn(content: Any = "I like tea.", **overrides: Any) -> dict[str, Any]:
 
 BAD_TURNS = [
     case("empty", "POST", TURN, 422, "invalid_input", "user_message", "empty", json=turn("")),
-    case("whitespace", "POST", TURN, 422, "invalid_input", "content", "empty", json=turn(" \n\t ")),
+    case(
+        "whitespace",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "user_message",
+        "blank",
+        json=turn(" \n\t "),
+    ),
     case(
         "whitespace-object",
         "POST",
         TURN,
         422,
         "invalid_input",
-        "content",
-        "empty",
+        "user_message.content",
+        "blank",
         json=turn({"content": "   ", "speaker": "Ana"}),
     ),
     case(
@@ -134,8 +143,8 @@ BAD_TURNS = [
         NEW_TURN,
         422,
         "invalid_input",
-        "content",
-        "empty",
+        "user_message",
+        "blank",
         json=turn("  ", user_id="zed"),
     ),
     case(
@@ -416,8 +425,8 @@ BAD_IMPORTS = [
         IMPORT,
         422,
         "invalid_input",
-        "messages[0]",
-        "empty",
+        "messages.0.content",
+        "blank",
         json={"messages": [line(content="\n  ")]},
     ),
     # the first two lines are fine (another session, ana's existing one): all or nothing
@@ -427,8 +436,8 @@ BAD_IMPORTS = [
         IMPORT,
         422,
         "invalid_input",
-        "messages[2]",
-        "empty",
+        "messages.2.content",
+        "blank",
         json={
             "messages": [
                 line(session_id="s8"),
