@@ -231,7 +231,7 @@ def writer_facts(
     """Through write_facts, in turns of up to 10 facts said in one message, until the user
     has `target` active facts (merges are topped up from `more`)."""
     rng = random.Random(seed)
-    collection = runtime.collection_for(tenant_id=tenant_id, user_id=loaded.user_id)
+    facts_vectors = runtime.facts_of(tenant_id=tenant_id, user_id=loaded.user_id)
     pending = list(facts)
     extra = iter(more)
     cache.ensure(f.fact.content for f in pending)
@@ -248,7 +248,7 @@ def writer_facts(
         vectors = cache.get([f.fact.content for f in batch])
         with runtime.user_locks.hold(loaded.user_id), Session(runtime.engine) as session:
             out = writer.write_facts(
-                session=session, vectors=runtime.vectors, collection=collection,
+                session=session, facts_vectors=facts_vectors,
                 facts=[f.fact for f in batch], embeddings=vectors,
                 prov=_provenance(tenant_id, loaded, rng),
                 dedup_threshold=runtime.settings.extraction.dedup_threshold,
@@ -326,9 +326,9 @@ def bulk_facts(
         session.commit()
         points = [VectorPoint(id=r.id, vector=v, payload=writer.point_payload(r))
                   for r, v in zip(kept, kept_vectors, strict=True)]
-    collection = runtime.collection_for(tenant_id=tenant_id, user_id=loaded.user_id)
+    facts_vectors = runtime.facts_of(tenant_id=tenant_id, user_id=loaded.user_id)
     for start in range(0, len(points), 1024):
-        runtime.vectors.upsert(collection, points[start : start + 1024])
+        facts_vectors.upsert(points[start : start + 1024])
     loaded.active_facts = len(kept)
 
 
@@ -338,8 +338,7 @@ def check_world(runtime: Runtime, tenant_id: str, users: Sequence[LoadedUser]) -
     with Session(runtime.engine) as session:
         for u in users:
             active = _count_active(session, u.user_id)
-            points = runtime.vectors.count(runtime.collection_for(tenant_id=tenant_id,
-                                                                  user_id=u.user_id))
+            points = runtime.facts_of(tenant_id=tenant_id, user_id=u.user_id).count()
             if active != points or active != u.active_facts:
                 problems.append(f"{u.external_id}: {active} active facts, {points} points, "
                                 f"expected {u.active_facts}")

@@ -84,6 +84,10 @@ class QdrantSettings(BaseModel):
     path: str | None = None  # unset (and no url) → <data_dir>/qdrant
     in_memory: bool = False
     collection_prefix: str = "tm_"
+    # per_user: a collection per user (few, large users); partitioned: a collection per
+    # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
+    # multitenancy guidance). ADR 0011; `tiermem reindex --layout` moves a store across.
+    layout: Literal["partitioned", "per_user"] = "per_user"
     # Embedded folder only. qdrant-client commits every point in its own SQLite transaction
     # and, with SQLite's defaults, waits for fsyncs on each (~2.4 ms a point here). "normal":
     # WAL with synchronous=NORMAL, which survives a killed process and may lose the last

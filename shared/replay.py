@@ -49,6 +49,7 @@ from shared.memory.writer import (
     mirror_to_vectors,
 )
 from shared.runtime import Runtime
+from shared.vectors.scope import UserVectors
 
 Mode = Literal["dry_run", "apply", "rebuild"]
 # A staged turn ready to apply: its run, facts, their vectors, and its provenance.
@@ -378,8 +379,8 @@ def finish_user(*, runtime: Runtime, job_id: str, user_id: str) -> bool:
         session.commit()
         if job.mode == "rebuild":
             mirror_to_vectors(
-                session=session, vectors=runtime.vectors, user_id=user_id,
-                collection=_collection(runtime, staged[0]), outcomes=outcomes, retired=retired,
+                session=session, facts_vectors=_facts_of(runtime, staged[0]), user_id=user_id,
+                outcomes=outcomes, retired=retired,
             )  # fmt: skip
     return True
 
@@ -406,8 +407,8 @@ def finish_job_if_done(*, session: Session, job_id: str) -> bool:
     return bool(updated.rowcount)  # type: ignore[attr-defined]
 
 
-def _collection(runtime: Runtime, run: ExtractionRun) -> str:
-    return runtime.collection_for(tenant_id=run.tenant_id, user_id=run.user_id)
+def _facts_of(runtime: Runtime, run: ExtractionRun) -> UserVectors:
+    return runtime.facts_of(tenant_id=run.tenant_id, user_id=run.user_id)
 
 
 def _staged_turns(runtime: Runtime, staged: Sequence[ExtractionRun]) -> list[Turn]:
@@ -446,8 +447,7 @@ def _apply_all(runtime: Runtime, session: Session, turns: Sequence[Turn]) -> lis
     return [
         apply_facts(
             session=session,
-            vectors=runtime.vectors,
-            collection=_collection(runtime, run),
+            facts_vectors=_facts_of(runtime, run),
             facts=facts,
             embeddings=vectors,
             prov=prov,

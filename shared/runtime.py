@@ -6,6 +6,7 @@ process owns the folder, and in the split api/worker setup that process is the w
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import cached_property
 
@@ -18,9 +19,10 @@ from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.tenancy import KeyCache
-from shared.vectors import VectorStore, collection_name, open_vector_store
+from shared.vectors import VectorStore, open_vector_store
+from shared.vectors.scope import Kind, UserVectors, other_layout_collections, user_vectors
 
-MESSAGES_SUFFIX = "_m"  # a message collection's name: the user's fact collection + this
+log = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -42,6 +44,7 @@ class Runtime:
             with self._lock:
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings)
+                    _warn_of_the_other_layout(self._vectors, self.settings)
         return self._vectors
 
     @property
@@ -84,18 +87,26 @@ class Runtime:
             )
         return LocalUserLocks(wait_s=redis_cfg.lock_wait_s)
 
-    def collection_for(self, *, tenant_id: str, user_id: str) -> str:
-        return collection_name(
+    def facts_of(self, *, tenant_id: str, user_id: str) -> UserVectors:
+        """The user's facts in the vector store: every read and write of them goes here."""
+        return self._user_vectors(tenant_id, user_id, "facts")
+
+    def messages_of(self, *, tenant_id: str, user_id: str) -> UserVectors:
+        """The user's messages, for history search (point id = message id). Apart from the
+        facts, so fact search and dedup never meet a message."""
+        return self._user_vectors(tenant_id, user_id, "messages")
+
+    def _user_vectors(self, tenant_id: str, user_id: str, kind: Kind) -> UserVectors:
+        q = self.settings.qdrant
+        return user_vectors(
+            self.vectors,
+            layout=q.layout,
             secret_key=self.settings.secret_key,
+            prefix=q.collection_prefix,
             tenant_id=tenant_id,
             user_id=user_id,
-            prefix=self.settings.qdrant.collection_prefix,
+            kind=kind,
         )
-
-    def messages_collection_for(self, *, tenant_id: str, user_id: str) -> str:
-        """The user's second collection: their messages, for history search (point id =
-        message id). A separate collection keeps fact search and dedup free of messages."""
-        return self.collection_for(tenant_id=tenant_id, user_id=user_id) + MESSAGES_SUFFIX
 
     def close(self) -> None:
         if self._vectors is not None:
@@ -105,6 +116,19 @@ class Runtime:
             self._chat_model.close()
             self._chat_model = None
         self.engine.dispose()
+
+
+def _warn_of_the_other_layout(store: VectorStore, settings: Settings) -> None:
+    q = settings.qdrant
+    left = other_layout_collections(store, prefix=q.collection_prefix, layout=q.layout)
+    if left:
+        log.warning(
+            "the vector store holds %d collections of the other layout than "
+            "TIERMEM_QDRANT__LAYOUT=%s: searches do not see them until `tiermem reindex` "
+            "rebuilds every user in this layout from SQL (and drops them)",
+            len(left),
+            q.layout,
+        )
 
 
 def _make_extractor(settings: Settings) -> Extractor:

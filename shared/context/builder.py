@@ -180,9 +180,9 @@ def _rank_memories(
     (only active facts are in Qdrant, and rows are re-checked in SQL)."""
     now = utcnow()
     if vector is not None:
-        collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
-        found = runtime.vectors.search(
-            collection, vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
+        facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
+        found = facts.search(
+            vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
         )
         similarity = {h.id: h.score for h in found}
         rows = (

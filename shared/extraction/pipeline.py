@@ -103,12 +103,11 @@ def run_extraction(
             extractor_version=result.extractor_version,
             model=result.model,
         )
-        collection = runtime.collection_for(tenant_id=run.tenant_id, user_id=run.user_id)
+        facts_vectors = runtime.facts_of(tenant_id=run.tenant_id, user_id=run.user_id)
         with runtime.user_locks.hold(run.user_id), Session(runtime.engine) as session:
             written = write_facts(
                 session=session,
-                vectors=runtime.vectors,
-                collection=collection,
+                facts_vectors=facts_vectors,
                 facts=result.facts,
                 embeddings=embeddings,
                 prov=prov,

@@ -3,7 +3,7 @@
 Keywords: SQLite FTS5 (bm25) or PostgreSQL full-text (ts_rank) over `messages.content`,
 see migration 0003. Meaning: each user/assistant message embedded as
 "(8 May 2023) Ana: <content>" into the user's message collection
-(`Runtime.messages_collection_for`, point id = message id) by the extraction worker.
+(`Runtime.messages_of`, point id = message id) by the extraction worker.
 The two ranked lists are fused with reciprocal rank fusion: on long chat histories keyword
 search wins single-hop and date questions, vectors win paraphrases, and their top lists
 overlap little, so the fusion beats either alone (measured on a public multi-session
@@ -142,7 +142,7 @@ def index_messages(
     if not rows:
         return 0
     vectors = _embed_uncached(runtime, [index_text(r) for r in rows])
-    collection = runtime.messages_collection_for(tenant_id=tenant_id, user_id=user_id)
+    messages = runtime.messages_of(tenant_id=tenant_id, user_id=user_id)
     with runtime.user_locks.hold(user_id):
         with Session(runtime.read_engine) as session:
             present = set(
@@ -154,15 +154,15 @@ def index_messages(
             )
         points = [_point(r, v) for r, v in zip(rows, vectors, strict=True) if r.id in present]
         if points:
-            runtime.vectors.upsert(collection, points)
+            messages.upsert(points)
     return len(points)
 
 
 def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:
     """Rebuild the user's message collection from SQL; the caller holds the user's lock."""
-    collection = runtime.messages_collection_for(tenant_id=user.tenant_id, user_id=user.id)
-    runtime.vectors.drop_collection(collection)
-    runtime.vectors.ensure_collection(collection, runtime.embedder.dim)
+    messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
+    messages.drop()
+    messages.ensure(runtime.embedder.dim)
     rows = [
         r
         for r in session.exec(
@@ -175,9 +175,7 @@ def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: i
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
         vectors = _embed_uncached(runtime, [index_text(r) for r in chunk])
-        runtime.vectors.upsert(
-            collection, [_point(r, v) for r, v in zip(chunk, vectors, strict=True)]
-        )
+        messages.upsert([_point(r, v) for r, v in zip(chunk, vectors, strict=True)])
     return len(rows)
 
 
@@ -280,10 +278,9 @@ def vector_search(
     reached from this process (embedded Qdrant owned by a separate worker): keyword
     results alone are still worth returning."""
     try:
-        store = runtime.vectors
+        messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
         vector = query_vector if query_vector is not None else runtime.embedder.embed([query])[0]
-        collection = runtime.messages_collection_for(tenant_id=user.tenant_id, user_id=user.id)
-        hits = store.search(collection, vector, limit=limit)
+        hits = messages.search(vector, limit=limit)
     except Unavailable as exc:
         log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
         return []

@@ -93,10 +93,10 @@ def search_memories(
     """Vector search in the user's own collection; rows come from SQL, so a fact deleted or
     superseded a moment ago is never returned even if its point lingers."""
     vector = runtime.embedder.embed([query])[0]
-    collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
+    facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
     # Over-fetch when filtering by type in Python: a payload filter costs ~10x in embedded mode.
     limit = k * 4 if types else k
-    hits = runtime.vectors.search(collection, vector, limit=limit, score_threshold=min_score)
+    hits = facts.search(vector, limit=limit, score_threshold=min_score)
     if types:
         hits = [h for h in hits if h.payload.get("type") in types]
     scores = {h.id: h.score for h in hits}
@@ -118,16 +118,19 @@ def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:
 
 def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: str) -> None:
     row = get_memory(session=session, user=user, memory_id=memory_id)
-    vectors = runtime.vectors  # opened first: if unavailable, nothing is changed
+    facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)  # unavailable: no change
     # Facts it superseded keep pointing at nothing: they stay retired (the user asked to forget).
     session.delete(row)
     session.commit()
-    vectors.delete(runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id), [memory_id])
+    facts.delete([memory_id])
 
 
 def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, int]:
-    """Every SQL row of the user, then the user's collections (a rebuild would find nothing)."""
-    vectors = runtime.vectors
+    """Every SQL row of the user, then every vector of theirs (a rebuild would find nothing)."""
+    spaces = (
+        runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+        runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id),
+    )  # opened first: if the store is unavailable, nothing is changed
     counts: dict[str, int] = {}
     # Under the user's lock: an extraction finishing meanwhile cannot re-add a fact.
     with runtime.user_locks.hold(user.id):
@@ -136,10 +139,8 @@ def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, 
             counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
         session.delete(user)
         session.commit()
-        vectors.drop_collection(runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id))
-        vectors.drop_collection(
-            runtime.messages_collection_for(tenant_id=user.tenant_id, user_id=user.id)
-        )
+        for space in spaces:
+            space.drop()
     return counts
 
 

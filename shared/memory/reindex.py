@@ -12,17 +12,18 @@ from shared.memory.history import rebuild_keyword_index, reindex_messages
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint
+from shared.vectors.scope import other_layout_collections
 
 log = logging.getLogger(__name__)
 
 
 def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:
-    """Drop the user's collections, re-embed every active fact and every message; returns the
+    """Drop the user's vectors, re-embed every active fact and every message; returns the
     number of fact points."""
-    collection = runtime.collection_for(tenant_id=user.tenant_id, user_id=user.id)
+    facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
     with runtime.user_locks.hold(user.id):
-        runtime.vectors.drop_collection(collection)
-        runtime.vectors.ensure_collection(collection, runtime.embedder.dim)
+        facts.drop()
+        facts.ensure(runtime.embedder.dim)
         rows = session.exec(
             select(Fact)
             .where(Fact.user_id == user.id, col(Fact.valid_to).is_(None))
@@ -31,12 +32,11 @@ def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int =
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
             vectors = runtime.embedder.embed([r.content for r in chunk])
-            runtime.vectors.upsert(
-                collection,
+            facts.upsert(
                 [
                     VectorPoint(id=r.id, vector=v, payload=point_payload(r))
                     for r, v in zip(chunk, vectors, strict=True)
-                ],
+                ]
             )
         messages = reindex_messages(runtime=runtime, session=session, user=user)
     log.info("reindexed user", extra={"user_id": user.id, "facts": len(rows), "messages": messages})
@@ -64,4 +64,12 @@ def reindex_all(
         points += reindex_user(runtime=runtime, session=session, user=user)
         if progress:
             progress(1)
+    if not (tenant_id or user_external_id):
+        # Everyone is now in the configured layout: what the other one left is a copy.
+        q = runtime.settings.qdrant
+        for name in other_layout_collections(
+            runtime.vectors, prefix=q.collection_prefix, layout=q.layout
+        ):
+            runtime.vectors.drop_collection(name)
+            log.info("dropped a collection of the other layout", extra={"collection": name})
     return len(users), points

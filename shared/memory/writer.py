@@ -21,7 +21,8 @@ from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
-from shared.vectors import VectorHit, VectorPoint, VectorStore, point_id
+from shared.vectors import VectorHit, VectorPoint, point_id
+from shared.vectors.scope import UserVectors
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,7 @@ def point_payload(row: Fact) -> dict[str, Any]:
 def write_facts(
     *,
     session: Session,
-    vectors: VectorStore,
-    collection: str,
+    facts_vectors: UserVectors,
     facts: Sequence[TypedFact],
     embeddings: np.ndarray,
     prov: Provenance,
@@ -76,8 +76,7 @@ def write_facts(
     """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
     outcome = apply_facts(
         session=session,
-        vectors=vectors,
-        collection=collection,
+        facts_vectors=facts_vectors,
         facts=facts,
         embeddings=embeddings,
         prov=prov,
@@ -86,8 +85,7 @@ def write_facts(
     session.commit()
     mirror_to_vectors(
         session=session,
-        vectors=vectors,
-        collection=collection,
+        facts_vectors=facts_vectors,
         user_id=prov.user_id,
         outcomes=[outcome],
     )
@@ -97,8 +95,7 @@ def write_facts(
 def apply_facts(
     *,
     session: Session,
-    vectors: VectorStore,
-    collection: str,
+    facts_vectors: UserVectors,
     facts: Sequence[TypedFact],
     embeddings: np.ndarray,
     prov: Provenance,
@@ -110,7 +107,7 @@ def apply_facts(
     # transaction holds the database-wide write lock, which vector searches must not
     # prolong. The per-user lock the caller holds keeps the collection unchanged meanwhile.
     neighbours = [
-        vectors.search(collection, vector, limit=5, score_threshold=dedup_threshold)
+        facts_vectors.search(vector, limit=5, score_threshold=dedup_threshold)
         for vector in embeddings
     ]
     # The database's own per-user serialization (PostgreSQL; SQLite's BEGIN IMMEDIATE
@@ -179,8 +176,7 @@ def apply_facts(
 def mirror_to_vectors(
     *,
     session: Session,
-    vectors: VectorStore,
-    collection: str,
+    facts_vectors: UserVectors,
     user_id: str,
     outcomes: Sequence[WriteOutcome],
     retired: Sequence[str] = (),
@@ -191,8 +187,7 @@ def mirror_to_vectors(
     to_upsert = {k: v for o in outcomes for k, v in o.vectors.items()}
     if to_upsert:
         rows = session.exec(select(Fact).where(col(Fact.id).in_(list(to_upsert)))).all()
-        vectors.upsert(
-            collection,
+        facts_vectors.upsert(
             [
                 VectorPoint(id=r.id, vector=to_upsert[r.id], payload=point_payload(r))
                 for r in rows
@@ -206,7 +201,7 @@ def mirror_to_vectors(
         *(i for o in outcomes for i in o.superseded),
     ]))  # fmt: skip
     if gone:
-        vectors.delete(collection, gone)
+        facts_vectors.delete(gone)
 
 
 def _find_duplicate(

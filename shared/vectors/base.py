@@ -36,16 +36,27 @@ class VectorHit:
 class VectorStore(Protocol):
     """Named collections of fixed-dimension vectors under cosine distance, with JSON payloads."""
 
-    def ensure_collection(self, collection: str, dim: int) -> None:
-        """Create the collection if missing; idempotent and safe to race."""
+    def ensure_collection(
+        self, collection: str, dim: int, *, tenant_field: str | None = None
+    ) -> None:
+        """Create the collection if missing; idempotent and safe to race. `tenant_field`: a
+        keyword payload field every point carries and every query filters on (one user's
+        share of a shared collection), indexed so the engine keeps its points together."""
         ...
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace by id; creates the collection (dim from the first vector)."""
         ...
 
-    def delete(self, collection: str, ids: Sequence[str]) -> None:
-        """Remove points; a missing collection or id is not an error."""
+    def delete(
+        self, collection: str, ids: Sequence[str], *, payload_filter: PayloadFilter | None = None
+    ) -> None:
+        """Remove points (only those that also match the filter, if given); a missing
+        collection or id is not an error."""
+        ...
+
+    def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
+        """Remove every point matching the filter (not empty); a missing collection is fine."""
         ...
 
     def search(
@@ -66,8 +77,8 @@ class VectorStore(Protocol):
         """The points that exist among ids, in the order asked, with score 0."""
         ...
 
-    def count(self, collection: str) -> int:
-        """Exact number of points; a missing collection gives 0."""
+    def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
+        """Exact number of points (matching the filter); a missing collection gives 0."""
         ...
 
     def drop_collection(self, collection: str) -> None:

@@ -1,4 +1,4 @@
-"""Collection names from a keyed hash of (tenant, user) and deterministic point ids."""
+"""Keyed hashes of tenants and users (collection names, user keys) and deterministic point ids."""
 
 from __future__ import annotations
 
@@ -23,20 +23,33 @@ def _check_part(name: str, value: str, *, allow_empty: bool = False) -> None:
         )
 
 
-def collection_name(*, secret_key: str, tenant_id: str, user_id: str, prefix: str = "tm_") -> str:
-    """prefix + 32 hex chars of HMAC-SHA256(secret_key, tenant \\x1f user).
+def _keyed(secret_key: str, *parts: str) -> str:
+    """32 hex chars of HMAC-SHA256(secret_key, parts joined by \\x1f).
 
-    Keyed so that a name seen in Qdrant (logs, dashboards, a leaked listing) reveals
-    nothing about the user and cannot be recomputed from a guessed id without the key.
+    Keyed so that a name or key seen in Qdrant (logs, dashboards, a leaked listing) reveals
+    nothing about the tenant or user and cannot be recomputed from a guessed id without it.
     """
     if not secret_key:
         raise InvalidInput("secret_key must not be empty")
+    joined = _SEP.join(parts)
+    return hmac.new(secret_key.encode(), joined.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def user_key(*, secret_key: str, tenant_id: str, user_id: str) -> str:
     _check_part("tenant_id", tenant_id)
     _check_part("user_id", user_id)
-    digest = hmac.new(
-        secret_key.encode(), f"{tenant_id}{_SEP}{user_id}".encode(), hashlib.sha256
-    ).hexdigest()
-    return f"{prefix}{digest[:32]}"
+    return _keyed(secret_key, tenant_id, user_id)
+
+
+def tenant_key(*, secret_key: str, tenant_id: str) -> str:
+    _check_part("tenant_id", tenant_id)
+    # A second part no user id can be empty as: never equal to a user's key.
+    return _keyed(secret_key, tenant_id, "")
+
+
+def collection_name(*, secret_key: str, tenant_id: str, user_id: str, prefix: str = "tm_") -> str:
+    """The per_user layout's collection: prefix + the user's keyed hash."""
+    return prefix + user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
 
 
 def point_id(*parts: str) -> str:

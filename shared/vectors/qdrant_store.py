@@ -209,7 +209,9 @@ class QdrantVectorStore:
 
     # -- VectorStore ------------------------------------------------------------------
 
-    def ensure_collection(self, collection: str, dim: int) -> None:
+    def ensure_collection(
+        self, collection: str, dim: int, *, tenant_field: str | None = None
+    ) -> None:
         if dim <= 0:
             raise InvalidInput(f"vector dimension must be positive, got {dim}")
         known = self._known.get(collection)
@@ -217,7 +219,7 @@ class QdrantVectorStore:
             with self._lock:
                 known = self._existing_dim(collection)
                 if known is None:
-                    known = self._create(collection, dim)
+                    known = self._create(collection, dim, tenant_field)
             self._known[collection] = known
         if known != dim:
             raise PermanentError(
@@ -226,12 +228,22 @@ class QdrantVectorStore:
                 details={"collection": collection, "expected_dim": known, "got_dim": dim},
             )
 
-    def _create(self, collection: str, dim: int) -> int:
+    def _create(self, collection: str, dim: int, tenant_field: str | None) -> int:
         self._indexes.pop(collection, None)
         self._small.pop(collection, None)
         config = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
         try:
             self._call(lambda: self._client.create_collection(collection, vectors_config=config))
+            if tenant_field is not None and self._mode == "server":
+                # Qdrant's multitenancy: the user key as a tenant index keeps each user's
+                # points together on disk and makes the filtered search per user fast.
+                # (Local mode ignores payload indexes; its search is exact anyway.)
+                index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+                self._call(
+                    lambda: self._client.create_payload_index(
+                        collection, field_name=tenant_field, field_schema=index, wait=True
+                    )
+                )
         except (UnexpectedResponse, ValueError):
             # Another worker thread or process created it between our check and create
             # (the server answers 409, local mode cannot race under our lock): use theirs.
@@ -295,11 +307,18 @@ class QdrantVectorStore:
         if len(index) > self._max_indexed_points:
             del self._indexes[collection]
 
-    def delete(self, collection: str, ids: Sequence[str]) -> None:
+    def delete(
+        self, collection: str, ids: Sequence[str], *, payload_filter: PayloadFilter | None = None
+    ) -> None:
         if not ids:
             return
         canonical = [_canonical_id(i) for i in ids]
-        selector = qm.PointIdsList(points=list(canonical))
+        selector: qm.PointIdsList | qm.FilterSelector = qm.PointIdsList(points=list(canonical))
+        if payload_filter:
+            scoped = _to_filter(payload_filter)
+            assert scoped is not None
+            scoped.must = [qm.HasIdCondition(has_id=list(canonical)), *(scoped.must or [])]
+            selector = qm.FilterSelector(filter=scoped)
         with self._lock:
             try:
                 self._call(
@@ -314,7 +333,27 @@ class QdrantVectorStore:
                 return
             index = self._indexes.get(collection)
             if index is not None:
-                index.delete(canonical)
+                if payload_filter:
+                    del self._indexes[collection]  # which ids matched is Qdrant's to say
+                else:
+                    index.delete(canonical)
+
+    def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
+        where = _to_filter(payload_filter)
+        if where is None:
+            raise InvalidInput("delete_where needs a filter; drop_collection removes everything")
+        with self._lock:
+            try:
+                self._call(
+                    lambda: self._client.delete(
+                        collection, points_selector=qm.FilterSelector(filter=where), wait=True
+                    )
+                )
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+            self._indexes.pop(collection, None)
 
     def search(
         self,
@@ -438,10 +477,13 @@ class QdrantVectorStore:
             hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
         return hits
 
-    def count(self, collection: str) -> int:
+    def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
+        where = _to_filter(payload_filter)
         with self._lock:
             try:
-                result = self._call(lambda: self._client.count(collection, exact=True))
+                result = self._call(
+                    lambda: self._client.count(collection, count_filter=where, exact=True)
+                )
             except (UnexpectedResponse, ValueError) as exc:
                 if not self._is_missing(exc, collection):
                     raise

@@ -24,9 +24,9 @@ from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.db.models import ChatSession, ExtractionRun, Fact, utcnow
 from shared.ops.queues import utc
-from shared.runtime import MESSAGES_SUFFIX
 from shared.vectors import QdrantVectorStore
 from shared.vectors.folder_owner import read_owner
+from shared.vectors.scope import MESSAGES_SUFFIX
 from tests import factories as f
 from tests.conftest import ADMIN_KEY, APP_KEY, start_process, tiermem_env, wait_for
 from tests.scripted_llm import ScriptedLLM

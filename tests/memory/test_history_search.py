@@ -200,13 +200,13 @@ def test_vector_store_out_of_reach_leaves_keyword_hits(
 
 def test_indexing_is_idempotent_and_skips_small_talk(world: tuple[Runtime, User, User]) -> None:
     runtime, ana, _ = world
-    collection = runtime.messages_collection_for(tenant_id=ana.tenant_id, user_id=ana.id)
+    messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
     with Session(runtime.engine) as session:
         rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
     expected = sum(is_indexable(m) for m in rows)
     skipped = sorted(m.content for m in rows if not is_indexable(m))
     assert skipped == ["hi", "ok thanks"] and expected == len(rows) - 2
-    assert runtime.vectors.count(collection) == expected
+    assert messages.count() == expected
     cache = runtime.embedder
     assert isinstance(cache, CachedEmbedder)
     cached = len(cache)
@@ -214,9 +214,9 @@ def test_indexing_is_idempotent_and_skips_small_talk(world: tuple[Runtime, User,
         runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id, message_ids=[m.id for m in rows]
     )
     assert again == expected
-    assert runtime.vectors.count(collection) == expected
+    assert messages.count() == expected
     assert len(cache) == cached  # message texts bypass the query cache
-    assert {h.id for h in runtime.vectors.retrieve(collection, [rows[0].id])} == {rows[0].id}
+    assert {h.id for h in messages.retrieve([rows[0].id])} == {rows[0].id}
 
 
 # -- the keyword index ---------------------------------------------------------------------
@@ -360,9 +360,9 @@ def test_reindex_rebuilds_message_vectors_and_keyword_index(
     )
     runtime, ana, _ = build_world(tmp_path, **overrides)
     try:
-        collection = runtime.messages_collection_for(tenant_id=ana.tenant_id, user_id=ana.id)
-        before = runtime.vectors.count(collection)
-        runtime.vectors.drop_collection(collection)
+        messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
+        before = messages.count()
+        messages.drop()
         with Session(runtime.engine) as session:
             assert all(
                 h.vector_rank is None
@@ -377,7 +377,7 @@ def test_reindex_rebuilds_message_vectors_and_keyword_index(
                     keyword_search(session=session, user_id=ana.id, query="Zanzibar", limit=5) == []
                 )
             users, _ = reindex_all(runtime=runtime, session=session)
-        assert users == 2 and runtime.vectors.count(collection) == before
+        assert users == 2 and messages.count() == before
         with Session(runtime.engine) as session:
             hits = search_history(
                 runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
@@ -421,7 +421,6 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )
         assert written == 0
-        name = runtime.messages_collection_for(tenant_id=bo.tenant_id, user_id=bo.id)
-        assert name not in runtime.vectors.list_collections()
+        assert runtime.messages_of(tenant_id=bo.tenant_id, user_id=bo.id).count() == 0
     finally:
         runtime.close()

@@ -33,6 +33,7 @@ from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.tenancy import create_tenant
 from shared.vectors import VectorPoint
+from shared.vectors.scope import UserVectors
 from tests import factories as f
 from tests.conftest import make_settings
 from tests.scripted_llm import ScriptedLLM
@@ -105,16 +106,16 @@ class World:
         [row] = [r for r in self.facts(active_only=False) if r.content == content]
         return row
 
-    def collection(self, user: str = "ana") -> str:
+    def facts_vectors(self, user: str = "ana") -> UserVectors:
         with Session(self.runtime.engine) as s:
             row = s.exec(select(User).where(User.external_id == user)).one()
-        return self.runtime.collection_for(tenant_id=self.tenant_id, user_id=row.id)
+        return self.runtime.facts_of(tenant_id=self.tenant_id, user_id=row.id)
 
     def points(self, *ids: str) -> list[str]:
-        return [h.id for h in self.runtime.vectors.retrieve(self.collection(), list(ids))]
+        return [h.id for h in self.facts_vectors().retrieve(list(ids))]
 
     def point_count(self) -> int:
-        return self.runtime.vectors.count(self.collection())
+        return self.facts_vectors().count()
 
     def cosine(self, a: str, b: str) -> float:
         va, vb = self.runtime.embedder.embed([a, b])
@@ -393,12 +394,11 @@ def test_crash_between_sql_commit_and_vector_write_is_repaired_by_the_rerun(
     before = world.snapshot()
 
     # The first run committed SQL and died before its upsert: its points never arrived.
-    world.runtime.vectors.delete(world.collection(), [dog.id])
+    world.facts_vectors().delete([dog.id])
     # The second died before mirroring the supersede: Berlin's point is still there,
     # Lisbon's is missing.
-    world.runtime.vectors.delete(world.collection(), [lisbon.id])
-    world.runtime.vectors.upsert(
-        world.collection(),
+    world.facts_vectors().delete([lisbon.id])
+    world.facts_vectors().upsert(
         [
             VectorPoint(
                 id=berlin.id,

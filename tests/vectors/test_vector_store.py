@@ -177,6 +177,44 @@ def test_delete(store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]) -> N
     assert store.count(coll) == 3
 
 
+def test_delete_only_what_also_matches_the_filter(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = abcd
+    store.delete(coll, [ids["a"], ids["b"]], payload_filter={"type": "fact"})
+    assert {h.id for h in store.retrieve(coll, list(ids.values()))} == {
+        ids["a"],
+        ids["c"],
+        ids["d"],
+    }
+    # still searchable after a filtered delete (the local modes' index follows it)
+    assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=1)] == [ids["a"]]
+
+
+def test_delete_where_and_count_with_a_filter(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]], names: NameFactory
+) -> None:
+    coll, ids = abcd
+    assert store.count(coll, payload_filter={"type": "fact"}) == 2
+    assert store.count(coll, payload_filter={"on": True}) == 3
+    store.delete_where(coll, {"type": "fact"})
+    assert store.count(coll) == 2 and store.count(coll, payload_filter={"type": "fact"}) == 0
+    assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=4)] == [ids["a"], ids["c"]]
+    store.delete_where(names(), {"type": "fact"})  # a missing collection is fine
+    with pytest.raises(InvalidInput):
+        store.delete_where(coll, {})
+
+
+def test_a_tenant_field_collection_is_created_once(
+    store: QdrantVectorStore, names: NameFactory
+) -> None:
+    coll = names()
+    store.ensure_collection(coll, 3, tenant_field="tm_user")
+    store.ensure_collection(coll, 3, tenant_field="tm_user")
+    store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {"tm_user": "u1"})])
+    assert store.count(coll, payload_filter={"tm_user": "u1"}) == 1
+
+
 def test_retrieve_without_and_with_vectors(
     store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
 ) -> None:

@@ -1,0 +1,138 @@
+"""The one place a user's vectors are reached. Every read and write of a user's points goes
+through their `UserVectors`, which scopes it to that user in either layout (ADR 0011):
+
+- `per_user`: a collection per user, named by a keyed hash of tenant + user;
+- `partitioned`: a collection per tenant; every point carries the user's keyed hash in the
+  `tm_user` payload field (a keyword index with is_tenant=true, so Qdrant keeps each user's
+  points together) and every query, count and delete is filtered on it.
+
+Callers never see a collection name or the user key, so no query can reach another user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint, VectorStore
+from shared.vectors.naming import tenant_key, user_key
+
+Layout = Literal["partitioned", "per_user"]
+USER_FIELD = "tm_user"
+MESSAGES_SUFFIX = "_m"  # a user's message collection: their fact collection + this
+Kind = Literal["facts", "messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserVectors:
+    store: VectorStore
+    collection: str
+    user_key: str | None  # partitioned: what every point carries and every query filters on
+
+    def _scoped(self, payload_filter: PayloadFilter | None = None) -> PayloadFilter | None:
+        if self.user_key is None:
+            return payload_filter
+        return {**(payload_filter or {}), USER_FIELD: self.user_key}
+
+    def _unscoped(self, hit: VectorHit) -> VectorHit:
+        if self.user_key is None:
+            return hit
+        payload = {k: v for k, v in hit.payload.items() if k != USER_FIELD}
+        return VectorHit(id=hit.id, score=hit.score, payload=payload, vector=hit.vector)
+
+    def ensure(self, dim: int) -> None:
+        tenant_field = USER_FIELD if self.user_key is not None else None
+        self.store.ensure_collection(self.collection, dim, tenant_field=tenant_field)
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        self.ensure(len(points[0].vector))
+        if self.user_key is not None:
+            points = [
+                VectorPoint(
+                    id=p.id, vector=p.vector, payload={**p.payload, USER_FIELD: self.user_key}
+                )
+                for p in points
+            ]
+        self.store.upsert(self.collection, points)
+
+    def search(
+        self,
+        vector: Vector,
+        *,
+        limit: int,
+        score_threshold: float | None = None,
+        payload_filter: PayloadFilter | None = None,
+    ) -> list[VectorHit]:
+        hits = self.store.search(
+            self.collection,
+            vector,
+            limit=limit,
+            score_threshold=score_threshold,
+            payload_filter=self._scoped(payload_filter),
+        )
+        return [self._unscoped(h) for h in hits]
+
+    def retrieve(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[VectorHit]:
+        hits = self.store.retrieve(self.collection, ids, with_vectors=with_vectors)
+        if self.user_key is not None:  # ids are unique, but a point of another user is not ours
+            hits = [h for h in hits if h.payload.get(USER_FIELD) == self.user_key]
+        return [self._unscoped(h) for h in hits]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self.store.delete(self.collection, ids, payload_filter=self._scoped())
+
+    def count(self) -> int:
+        return self.store.count(self.collection, payload_filter=self._scoped())
+
+    def drop(self) -> None:
+        """Every point of the user (their collection, or their share of the tenant's)."""
+        if self.user_key is None:
+            self.store.drop_collection(self.collection)
+        else:
+            self.store.delete_where(self.collection, {USER_FIELD: self.user_key})
+
+
+def user_vectors(
+    store: VectorStore,
+    *,
+    layout: Layout,
+    secret_key: str,
+    prefix: str,
+    tenant_id: str,
+    user_id: str,
+    kind: Kind,
+) -> UserVectors:
+    """The user's facts or messages in the layout the settings choose."""
+    suffix = MESSAGES_SUFFIX if kind == "messages" else ""
+    key = user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
+    if layout == "per_user":
+        return UserVectors(store, f"{prefix}{key}{suffix}", None)
+    tenant = tenant_key(secret_key=secret_key, tenant_id=tenant_id)
+    return UserVectors(store, f"{prefix}t{tenant}{suffix}", key)
+
+
+def layout_of(collection: str, prefix: str) -> Layout | None:
+    """Which layout made a collection of ours (None: not one of tiermem's)."""
+    if not collection.startswith(prefix):
+        return None
+    name = collection[len(prefix) :].removesuffix(MESSAGES_SUFFIX)
+    hexdigits = set("0123456789abcdef")
+    if len(name) == 32 and set(name) <= hexdigits:
+        return "per_user"
+    if len(name) == 33 and name[0] == "t" and set(name[1:]) <= hexdigits:
+        return "partitioned"
+    return None
+
+
+def other_layout_collections(store: VectorStore, *, prefix: str, layout: Layout) -> list[str]:
+    """Collections the other layout left: after the layout setting changed, what `tiermem
+    reindex` moves into this layout (from SQL) and then drops."""
+    found = (layout_of(c, prefix) for c in store.list_collections())
+    return [
+        c
+        for c, kind in zip(store.list_collections(), found, strict=True)
+        if kind not in (None, layout)
+    ]
