@@ -87,7 +87,10 @@ class QdrantSettings(BaseModel):
     # per_user: a collection per user (few, large users); partitioned: a collection per
     # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
     # multitenancy guidance). ADR 0011; `tiermem reindex --layout` moves a store across.
-    layout: Literal["partitioned", "per_user"] = "per_user"
+    layout: Literal["partitioned", "per_user"] = "partitioned"
+    # The engine behind an embedded folder (path): edge = Qdrant Edge, Qdrant's own engine
+    # in-process (ADR 0012); local = qdrant-client's local mode (its pure-Python prototype).
+    engine: Literal["edge", "local"] = "edge"
     # Embedded folder only. qdrant-client commits every point in its own SQLite transaction
     # and, with SQLite's defaults, waits for fsyncs on each (~2.4 ms a point here). "normal":
     # WAL with synchronous=NORMAL, which survives a killed process and may lose the last
@@ -257,7 +260,8 @@ class Settings(BaseSettings):
     def qdrant_path(self) -> str | None:
         if self.qdrant.url or self.qdrant.in_memory:
             return None
-        return self.qdrant.path or str(self.data_dir / "qdrant")
+        default = "vectors" if self.qdrant.engine == "edge" else "qdrant"
+        return self.qdrant.path or str(self.data_dir / default)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

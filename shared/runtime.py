@@ -44,7 +44,7 @@ class Runtime:
             with self._lock:
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings)
-                    _warn_of_the_other_layout(self._vectors, self.settings)
+                    _warn_of_vectors_to_move(self._vectors, self.settings)
         return self._vectors
 
     @property
@@ -118,8 +118,19 @@ class Runtime:
         self.engine.dispose()
 
 
-def _warn_of_the_other_layout(store: VectorStore, settings: Settings) -> None:
+def _warn_of_vectors_to_move(store: VectorStore, settings: Settings) -> None:
+    """Vectors an earlier setting or version left where this one does not look: searches
+    miss them until `tiermem reindex` rebuilds them from SQL."""
     q = settings.qdrant
+    earlier = settings.data_dir / "qdrant" / "collection"  # qdrant-client local mode's folder
+    if q.engine == "edge" and q.path is None and earlier.is_dir() and any(earlier.iterdir()):
+        log.warning(
+            "vectors of an earlier tiermem (qdrant-client local mode) are in %s; the embedded "
+            "engine is now Qdrant Edge in %s: run `tiermem reindex` once to rebuild them from "
+            "SQL (then the old folder can be deleted), or set TIERMEM_QDRANT__ENGINE=local",
+            earlier.parent,
+            settings.qdrant_path,
+        )
     left = other_layout_collections(store, prefix=q.collection_prefix, layout=q.layout)
     if left:
         log.warning(

@@ -25,5 +25,10 @@ __all__ = [
 
 
 def open_vector_store(settings: Settings) -> VectorStore:
-    """The store the settings choose: a Qdrant server, an embedded folder, or memory."""
+    """The store the settings choose: a Qdrant server, an embedded folder (Qdrant Edge or
+    qdrant-client's local mode), or memory."""
+    if settings.qdrant_path is not None and settings.qdrant.engine == "edge":
+        from shared.vectors.edge_store import EdgeVectorStore
+
+        return EdgeVectorStore(path=settings.qdrant_path)
     return QdrantVectorStore.from_settings(settings)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+from shared.errors import InvalidInput
 
 Vector = npt.NDArray[np.floating[Any]] | Sequence[float]
 # {"key": value} must equal; {"key": [v1, v2]} must equal one of them (values: str, int, bool).
@@ -92,3 +96,56 @@ class VectorStore(Protocol):
     def close(self) -> None:
         """Release the client (and, embedded, the folder lock); idempotent."""
         ...
+
+
+def canonical_id(point_id: str) -> str:
+    # Validate here so every mode rejects a bad id alike (local mode would silently treat
+    # it as missing on reads, the server answers 400) and ids compare by canonical form.
+    try:
+        return str(uuid.UUID(point_id))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidInput(
+            f"vector point ids must be UUID strings, got {point_id!r}",
+            details={"id": str(point_id)},
+        ) from exc
+
+
+def as_floats(vector: Vector) -> list[float]:
+    array = np.asarray(vector, dtype=np.float64)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidInput(f"a vector must be one non-empty row of floats, got shape {array.shape}")
+    values: list[float] = array.tolist()
+    # A NaN or infinite component would poison every cosine score it touches.
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidInput("a vector holds NaN or infinite values")
+    return values
+
+
+def uniform_vectors(points: Sequence[VectorPoint], collection: str) -> list[list[float]]:
+    """The points' vectors as checked floats, refused unless all have one dimension."""
+    vectors = [as_floats(p.vector) for p in points]
+    dim = len(vectors[0])
+    for p, v in zip(points, vectors, strict=True):
+        if len(v) != dim:
+            raise InvalidInput(
+                f"all vectors of one upsert must have the same dimension ({dim}), "
+                f"point {p.id} has {len(v)}",
+                details={"collection": collection},
+            )
+    return vectors
+
+
+def ordered_hits(
+    wanted: Sequence[str], records: Sequence[Any], *, with_vectors: bool
+) -> list[VectorHit]:
+    """retrieve's answer from an engine's records: those found, in the order asked, score 0."""
+    by_id = {str(r.id): r for r in records}
+    hits = []
+    for point_id in wanted:
+        record = by_id.get(point_id)
+        if record is None:
+            continue
+        raw = record.vector.get("") if isinstance(record.vector, dict) else record.vector
+        vec = np.asarray(raw, dtype=np.float64).tolist() if with_vectors and raw else None
+        hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
+    return hits

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -13,13 +11,21 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import httpx
-import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from shared.errors import InvalidInput, PermanentError, Unavailable
-from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint
+from shared.vectors.base import (
+    PayloadFilter,
+    Vector,
+    VectorHit,
+    VectorPoint,
+    as_floats,
+    canonical_id,
+    ordered_hits,
+    uniform_vectors,
+)
 from shared.vectors.exact_index import ExactIndex, supports_filter
 from shared.vectors.folder_owner import clear_owner, describe_holder, write_owner
 
@@ -257,17 +263,10 @@ class QdrantVectorStore:
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         if not points:
             return
-        vectors = [_as_floats(p.vector) for p in points]
+        vectors = uniform_vectors(points, collection)
         dim = len(vectors[0])
-        for p, v in zip(points, vectors, strict=True):
-            if len(v) != dim:
-                raise InvalidInput(
-                    f"all vectors of one upsert must have the same dimension ({dim}), "
-                    f"point {p.id} has {len(v)}",
-                    details={"collection": collection},
-                )
         structs = [
-            qm.PointStruct(id=_canonical_id(p.id), vector=v, payload=p.payload)
+            qm.PointStruct(id=canonical_id(p.id), vector=v, payload=p.payload)
             for p, v in zip(points, vectors, strict=True)
         ]
         self.ensure_collection(collection, dim)
@@ -312,7 +311,7 @@ class QdrantVectorStore:
     ) -> None:
         if not ids:
             return
-        canonical = [_canonical_id(i) for i in ids]
+        canonical = [canonical_id(i) for i in ids]
         selector: qm.PointIdsList | qm.FilterSelector = qm.PointIdsList(points=list(canonical))
         if payload_filter:
             scoped = _to_filter(payload_filter)
@@ -366,7 +365,7 @@ class QdrantVectorStore:
     ) -> list[VectorHit]:
         if limit <= 0:
             return []
-        query = _as_floats(vector)
+        query = as_floats(vector)
         query_filter = _to_filter(payload_filter)  # validates the filter for both paths
         with self._lock:
             index = self._index_for(collection) if supports_filter(payload_filter) else None
@@ -450,7 +449,7 @@ class QdrantVectorStore:
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[VectorHit]:
-        wanted = list(dict.fromkeys(_canonical_id(i) for i in ids))  # dedupe, keep order
+        wanted = list(dict.fromkeys(canonical_id(i) for i in ids))  # dedupe, keep order
         if not wanted:
             return []
         with self._lock:
@@ -465,17 +464,7 @@ class QdrantVectorStore:
                     raise
                 self._known.pop(collection, None)
                 return []
-        by_id = {str(r.id): r for r in records}
-        hits = []
-        for point_id in wanted:
-            record = by_id.get(point_id)
-            if record is None:
-                continue
-            vec: list[float] | None = None
-            if with_vectors and isinstance(record.vector, list):
-                vec = np.asarray(record.vector, dtype=np.float64).tolist()
-            hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
-        return hits
+        return ordered_hits(wanted, records, with_vectors=with_vectors)
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
         where = _to_filter(payload_filter)
@@ -527,29 +516,6 @@ def _index_rows(
     for r in records:
         if isinstance(r.vector, list):  # one unnamed dense vector, as tiermem creates
             yield str(r.id), cast("list[float]", r.vector), r.payload or {}
-
-
-def _canonical_id(point_id: str) -> str:
-    # Validate here so every mode rejects a bad id alike (local mode would silently treat
-    # it as missing on reads, the server answers 400) and ids compare by canonical form.
-    try:
-        return str(uuid.UUID(point_id))
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InvalidInput(
-            f"vector point ids must be UUID strings, got {point_id!r}",
-            details={"id": str(point_id)},
-        ) from exc
-
-
-def _as_floats(vector: Vector) -> list[float]:
-    array = np.asarray(vector, dtype=np.float64)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidInput(f"a vector must be one non-empty row of floats, got shape {array.shape}")
-    values: list[float] = array.tolist()
-    # A NaN or infinite component would poison every cosine score it touches.
-    if not all(math.isfinite(x) for x in values):
-        raise InvalidInput("a vector holds NaN or infinite values")
-    return values
 
 
 def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:

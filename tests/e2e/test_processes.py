@@ -24,11 +24,11 @@ from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.db.models import ChatSession, ExtractionRun, Fact, utcnow
 from shared.ops.queues import utc
-from shared.vectors import QdrantVectorStore
+from shared.vectors import open_vector_store
 from shared.vectors.folder_owner import read_owner
 from shared.vectors.scope import MESSAGES_SUFFIX
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, APP_KEY, start_process, tiermem_env, wait_for
+from tests.conftest import ADMIN_KEY, APP_KEY, make_settings, start_process, tiermem_env, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ def turn_text(i: int) -> str:
 def qdrant_points_after_stop(stack: Stack) -> int:
     """Fact points (message collections for history search left out); the worker owned the
     folder, once it has stopped the test may open it."""
-    store = QdrantVectorStore(path=str(stack.tmp / "data" / "qdrant"))
+    store = open_vector_store(make_settings(stack.tmp))  # the stack's own folder and engine
     try:
         return sum(
             store.count(c) for c in store.list_collections() if not c.endswith(MESSAGES_SUFFIX)
@@ -342,7 +342,7 @@ def test_second_worker_on_the_same_qdrant_folder_refuses_to_start(
     n = 12
     script_distinct_facts(scripted_llm, n)
     scripted_llm.latency_s = 1.0  # a backlog in the broker the second worker could take
-    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    folder = str(Path(str(make_settings(stack.tmp).qdrant_path)).resolve())
     stack.start_api()
     first = stack.start_worker()
 
@@ -368,7 +368,7 @@ def test_second_worker_on_the_same_qdrant_folder_refuses_to_start(
 
 
 def test_serve_refuses_a_folder_a_worker_holds(stack: Stack) -> None:
-    folder = str((stack.tmp / "data" / "qdrant").resolve())
+    folder = str(Path(str(make_settings(stack.tmp).qdrant_path)).resolve())
     worker = stack.start_worker()
     wait_for(lambda: read_owner(folder), timeout=60, what="the worker to own the folder")
     env = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}

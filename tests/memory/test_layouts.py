@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from services.api.main import create_app
@@ -51,17 +52,20 @@ def found(client: TestClient) -> dict[str, Any]:
 
 
 def reindex(settings: Settings, layout: str) -> None:
-    env = tiermem_env(
-        {"TIERMEM_DATA_DIR": str(settings.data_dir), "TIERMEM_QDRANT__LAYOUT": layout}
-    )
+    env = tiermem_env({
+        "TIERMEM_DATA_DIR": str(settings.data_dir),
+        "TIERMEM_QDRANT__LAYOUT": layout,
+        "TIERMEM_QDRANT__ENGINE": settings.qdrant.engine,
+    })  # fmt: skip
     run = subprocess.run([sys.executable, "-m", "services.cli.main", "reindex"], env=env,
                          capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
     assert run.returncode == 0, run.stderr
 
 
-def test_reindex_moves_the_store_between_layouts(tmp_path: Path) -> None:
-    per_user = make_settings(tmp_path, qdrant={"layout": "per_user"})
+@pytest.mark.parametrize("engine", ["edge", "local"])
+def test_reindex_moves_the_store_between_layouts(tmp_path: Path, engine: str) -> None:
+    per_user = make_settings(tmp_path, qdrant={"layout": "per_user", "engine": engine})
     upgrade_to_head(per_user)
     client, runtime = api(per_user)
     with client:
@@ -76,7 +80,7 @@ def test_reindex_moves_the_store_between_layouts(tmp_path: Path) -> None:
 
     for layout in ("partitioned", "per_user"):
         reindex(per_user, layout)
-        settings = make_settings(tmp_path, qdrant={"layout": layout})
+        settings = make_settings(tmp_path, qdrant={"layout": layout, "engine": engine})
         client, runtime = api(settings)
         with client:
             assert found(client) == before

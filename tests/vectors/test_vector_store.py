@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from shared.vectors import (
     open_vector_store,
     point_id,
 )
+from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
 
 SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
@@ -53,15 +55,18 @@ def names_fixture() -> NameFactory:
     return NameFactory()
 
 
-@pytest.fixture(name="store", params=["memory", "path", "server"])
+@pytest.fixture(name="store", params=["memory", "path", "edge", "server"])
 def store_fixture(
     request: pytest.FixtureRequest, tmp_path: Path, names: NameFactory
-) -> Iterator[QdrantVectorStore]:
+) -> Iterator[Any]:
     kind = request.param
+    store: Any
     if kind == "memory":
         store = QdrantVectorStore(in_memory=True)
     elif kind == "path":
         store = QdrantVectorStore(path=str(tmp_path / "qdrant"))
+    elif kind == "edge":
+        store = EdgeVectorStore(path=str(tmp_path / "edge"))
     else:
         if not SERVER_URL:
             pytest.skip("TIERMEM_TEST_QDRANT_URL is not set: no Qdrant server to test against")
@@ -146,9 +151,8 @@ def test_payload_filter_value_and_list(
     assert found({"type": ("goal",)}) == {ids["a"]}
     assert found({"n": 3}) == {ids["c"]}
     assert found({"n": [1, 4]}) == {ids["a"], ids["d"]}
-    assert found({"on": False}) == {ids["b"]}
     # Several keys must all match.
-    assert found({"type": "fact", "on": True}) == {ids["d"]}
+    assert found({"type": "fact", "n": 4}) == {ids["d"]}
     assert found({"type": "nothing-like-this"}) == set()
     assert found({"type": []}) == set()
     # An empty filter is no filter.
@@ -156,6 +160,19 @@ def test_payload_filter_value_and_list(
     # Filtered results keep the cosine order.
     hits = store.search(coll, q, limit=10, payload_filter={"type": "fact"})
     assert [h.id for h in hits] == [ids["b"], ids["d"]]
+
+
+def test_boolean_payload_filters(store: Any, abcd: tuple[str, dict[str, str]]) -> None:
+    coll, ids = abcd
+    q = [1.0, 0.0, 0.0]
+    if isinstance(store, EdgeVectorStore):  # qdrant-edge 0.9.0 reads True as 1: refused
+        with pytest.raises(InvalidInput, match="boolean"):
+            store.search(coll, q, limit=10, payload_filter={"on": False})
+        return
+    hits = store.search(coll, q, limit=10, payload_filter={"on": False})
+    assert {h.id for h in hits} == {ids["b"]}
+    hits = store.search(coll, q, limit=10, payload_filter={"type": "fact", "on": True})
+    assert {h.id for h in hits} == {ids["d"]}
 
 
 @pytest.mark.parametrize("bad", [1.5, None, {"x": 1}, ["a", 1], [True, False]])
@@ -196,7 +213,7 @@ def test_delete_where_and_count_with_a_filter(
 ) -> None:
     coll, ids = abcd
     assert store.count(coll, payload_filter={"type": "fact"}) == 2
-    assert store.count(coll, payload_filter={"on": True}) == 3
+    assert store.count(coll, payload_filter={"n": [1, 3, 4]}) == 3
     store.delete_where(coll, {"type": "fact"})
     assert store.count(coll) == 2 and store.count(coll, payload_filter={"type": "fact"}) == 0
     assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=4)] == [ids["a"], ids["c"]]
@@ -319,6 +336,8 @@ def test_upsert_nothing_creates_nothing(store: QdrantVectorStore, names: NameFac
 def test_upsert_recreates_a_collection_dropped_behind_its_back(
     store: QdrantVectorStore, names: NameFactory
 ) -> None:
+    if not isinstance(store, QdrantVectorStore):
+        pytest.skip("one process owns an Edge folder: nothing drops a collection behind it")
     coll = names()
     store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0], {})])
     # As if another process dropped it (delete-user) while this store still caches it.
@@ -511,7 +530,14 @@ def test_from_settings_chooses_the_mode(tmp_path: Path) -> None:
     with QdrantVectorStore.from_settings(_settings(tmp_path, in_memory=True)) as store:
         assert store.mode == "memory"
 
-    opened = open_vector_store(_settings(tmp_path))
+    opened = open_vector_store(_settings(tmp_path))  # the default: Qdrant Edge in the data dir
+    try:
+        assert isinstance(opened, EdgeVectorStore) and opened.mode == "embedded"
+        assert (tmp_path / "data" / "vectors").is_dir()
+    finally:
+        opened.close()
+
+    opened = open_vector_store(_settings(tmp_path, engine="local"))
     try:
         assert isinstance(opened, QdrantVectorStore) and opened.mode == "embedded"
         assert (tmp_path / "data" / "qdrant").is_dir()
@@ -611,3 +637,46 @@ def test_embedded_sync_sets_the_collection_files_journal(
         assert reopened.count("c1") == 1
     finally:
         reopened.close()
+
+
+# -- Qdrant Edge folder ---------------------------------------------------------------------
+
+
+def test_edge_folder_persists_across_reopen_with_its_tenant_index(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    coll, point = names(), pid()
+    store = EdgeVectorStore(path=str(tmp_path / "edge"))
+    store.ensure_collection(coll, 3, tenant_field="tm_user")
+    store.upsert(coll, [VectorPoint(point, [0.0, 1.0, 0.0], {"tm_user": "u1", "k": "v"})])
+    store.close()
+    again = EdgeVectorStore(path=str(tmp_path / "edge"))
+    try:
+        assert again.list_collections() == [coll]
+        [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
+        assert hit.id == point and hit.payload == {"tm_user": "u1", "k": "v"}
+        with pytest.raises(PermanentError, match="dimension"):
+            again.ensure_collection(coll, 4)
+    finally:
+        again.close()
+
+
+def test_a_second_edge_store_on_a_held_folder_is_refused_naming_the_holder(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "edge"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from shared.vectors.edge_store import EdgeVectorStore; "
+         f"s = EdgeVectorStore(path={str(folder)!r}); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(Unavailable) as refused:
+            EdgeVectorStore(path=str(folder))
+        assert str(folder) in refused.value.message and f"pid {holder.pid}" in refused.value.message
+    finally:
+        holder.kill()
+        holder.wait()
+    EdgeVectorStore(path=str(folder)).close()  # the lock died with its holder
