@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 from pydantic_core import PydanticUndefined
 from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
@@ -18,15 +18,13 @@ from sqlmodel import Session, SQLModel, col, select
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
-from shared.inputs import BLANK, Identifier, NonBlankText, RequestModel, Timestamp, to_utc
+from shared.inputs import BLANK, Identifier, NonBlankText, RequestModel, Timestamp, as_utc
 from shared.tokens import count_tokens
 
 Role = Literal["user", "assistant", "system", "tool"]
 
 
 class MessageIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     content: NonBlankText
     speaker: str | None = Field(default=None, max_length=100)
     external_id: Identifier | None = None
@@ -36,8 +34,6 @@ class MessageIn(RequestModel):
 class TurnIn(RequestModel):
     """One exchange: the user's message and, usually, the assistant's reply."""
 
-    model_config = ConfigDict(extra="forbid")
-
     user_id: Identifier
     user_message: MessageIn | NonBlankText
     assistant_message: MessageIn | NonBlankText | None = None
@@ -46,8 +42,6 @@ class TurnIn(RequestModel):
 
 class TranscriptLine(RequestModel):
     """One message of an existing transcript (`tiermem import` and POST /v1/import)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier = Field(validation_alias="user_id")
     session_id: Identifier
@@ -345,7 +339,7 @@ def _message_rows(
             "content": m.content,
             "token_count": batch.token_counts[m],
             "external_id": m.external_id,
-            "created_at": to_utc(m.created_at) if m.created_at else utcnow(),
+            "created_at": as_utc(m.created_at) if m.created_at else utcnow(),
             "received_at": batch.now,
             "run_id": None,
         }

@@ -55,12 +55,18 @@ def check_identifier(value: str) -> str:
     return value
 
 
-def to_utc(value: dt.datetime) -> dt.datetime:
-    """An aware UTC timestamp; one without an offset is taken as UTC (most chat logs are)."""
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """An aware UTC timestamp; one without an offset is taken as UTC (most chat logs are).
+    Raises OverflowError when the conversion leaves the datetime range."""
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
+
+
+def to_utc(value: dt.datetime) -> dt.datetime:
+    """as_utc for validation: out of range is a field error naming the range accepted."""
     try:
-        return value.astimezone(dt.UTC)
+        return as_utc(value)
     except OverflowError:
         raise PydanticCustomError(
             "timestamp_range",
@@ -72,7 +78,7 @@ def to_utc(value: dt.datetime) -> dt.datetime:
 def _timestamp_text(value: Any) -> Any:
     # Request models are strict, but a timestamp arrives as text (ISO 8601) in JSON; a
     # number would otherwise be read as seconds since 1970, which no schema says.
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().isdigit()):
         raise PydanticCustomError(
             "timestamp_type",
             "a timestamp is an ISO 8601 string such as 2024-05-08T14:30:00Z, not a number",
@@ -110,7 +116,7 @@ class RequestModel(BaseModel):
     not a string of digits: what the OpenAPI schema says is what is accepted), and text
     that is not valid Unicode refused before any field is read, naming where it is."""
 
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     @model_validator(mode="before")
     @classmethod

@@ -23,7 +23,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import func, insert, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
@@ -60,8 +60,6 @@ INSERT_PAGE = 2000
 
 class ReplayIn(RequestModel):
     """POST /v1/replay: which turns, and what to do with their new extraction."""
-
-    model_config = ConfigDict(extra="forbid")
 
     mode: Mode
     tenant_id: str | None = Field(default=None, description="only this tenant (admin: any)")

@@ -44,7 +44,10 @@ class Runtime:
             with self._lock:
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings)
-                    _warn_of_vectors_to_move(self._vectors, self.settings)
+                    try:
+                        _warn_of_vectors_to_move(self._vectors, self.settings)
+                    except Exception:  # a hint only: it must never fail the caller
+                        log.warning("could not check the vector store's layout", exc_info=True)
         return self._vectors
 
     @property

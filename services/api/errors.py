@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from shared.errors import DomainError
-from shared.inputs import ID_PATTERN, ID_RULE, NON_BLANK_PATTERN
+from shared.inputs import ID_PATTERN, ID_RULE, NON_BLANK_PATTERN, RequestModel
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,21 @@ def _is_tag(part: Any) -> bool:
     """ "body", and the names pydantic gives union members ("str", "constrained-str",
     "function-after[...]", a model's class name): not a field of the request."""
     name = str(part)
-    return name in ("body", "str", "int", "MessageIn") or "[" in name or name.endswith("-str")
+    return (
+        name in ("body", "str", "int")
+        or name in _request_model_names()
+        or "[" in name
+        or name.endswith("-str")
+    )
+
+
+def _request_model_names() -> set[str]:
+    names, todo = set(), [RequestModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            names.add(sub.__name__)
+            todo.append(sub)
+    return names
 
 
 def _specificity(error: Any) -> int:

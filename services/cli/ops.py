@@ -71,9 +71,7 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
     orphans = [(q, r) for q in snap.queues for r in q.orphaned_runs]
     if orphans:
         note = next(q.orphaned_note for q, _ in orphans if q.orphaned_note)
-        orphaned = _table(
-            f"orphaned runs: {note}", "run", "queue", "worker", "resend in s", left=3
-        )
+        orphaned = _table(f"orphaned runs: {note}", "run", "queue", "worker", "resend in s", left=3)
         for q, orphan in orphans[:failed]:
             orphaned.add_row(orphan.id, q.name, orphan.worker, f"{orphan.resend_in_s:g}")
         parts.append(orphaned)

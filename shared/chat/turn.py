@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from sqlmodel import Session, col, select
 
 from shared.chat.model import ChatReply, ChatStream
@@ -57,8 +57,6 @@ class ChatTurnIn:
 
 class ChatIn(RequestModel):
     """The body of POST /v1/chat."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier
     session_id: Identifier

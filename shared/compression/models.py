@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from shared.config import CompressionSettings
 from shared.inputs import Identifier, RequestModel
@@ -25,8 +25,6 @@ SESSION_FIELDS = (
 
 class CompressionSettingsIn(RequestModel):
     """PUT /v1/sessions/{id}/compression: the session's overrides (omitted → the default)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     enabled: bool | None = None
     context_limit_tokens: int | None = Field(default=None, ge=64, le=10_000_000)
@@ -106,8 +104,6 @@ class TiersPublic(BaseModel):
 
 
 class CompactIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     focus: str | None = Field(default=None, max_length=2000)
 
 
@@ -145,8 +141,6 @@ class CompressionRunList(BaseModel):
 
 
 class ContinueIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     session_id: Identifier | None = None  # the new session's id; default: generated
 
 

@@ -340,6 +340,11 @@ RUN_TABLES: dict[str, _RunTable] = {
 }
 
 
+def _of(model: Any, tenant_id: str | None) -> Any:
+    """Rows of one tenant (None: of all)."""
+    return true() if tenant_id is None else col(model.tenant_id) == tenant_id
+
+
 def tenant_stats(
     session: Session, settings: Settings, now: dt.datetime, tenant_id: str | None = None
 ) -> list[TenantStats]:
@@ -363,7 +368,9 @@ def tenant_stats(
                 ),
                 func.sum(ExtractionRun.prompt_tokens),
                 func.sum(ExtractionRun.completion_tokens),
-            ).group_by(col(ExtractionRun.tenant_id))
+            )
+            .where(_of(ExtractionRun, tenant_id))
+            .group_by(col(ExtractionRun.tenant_id))
         ).all()
     }
     summaries = {
@@ -373,7 +380,9 @@ def tenant_stats(
                 CompressionRun.tenant_id,
                 func.sum(CompressionRun.prompt_tokens),
                 func.sum(CompressionRun.completion_tokens),
-            ).group_by(col(CompressionRun.tenant_id))
+            )
+            .where(_of(CompressionRun, tenant_id))
+            .group_by(col(CompressionRun.tenant_id))
         ).all()
     }
     facts = {
@@ -383,15 +392,17 @@ def tenant_stats(
                 Fact.tenant_id,
                 func.sum(case((col(Fact.created_at) >= since, 1), else_=0)),
                 func.sum(case((col(Fact.valid_to).is_(None), 1), else_=0)),
-            ).group_by(col(Fact.tenant_id))
+            )
+            .where(_of(Fact, tenant_id))
+            .group_by(col(Fact.tenant_id))
         ).all()
     }
     prices = settings.llm
     out = []
-    for tenant_id, name in sorted(tenants.items(), key=lambda kv: kv[1]):
-        pending, run_prompt, run_completion = runs.get(tenant_id, (0, 0, 0))
-        sum_prompt, sum_completion = summaries.get(tenant_id, (0, 0))
-        written, active = facts.get(tenant_id, (0, 0))
+    for tenant, name in sorted(tenants.items(), key=lambda kv: kv[1]):
+        pending, run_prompt, run_completion = runs.get(tenant, (0, 0, 0))
+        sum_prompt, sum_completion = summaries.get(tenant, (0, 0))
+        written, active = facts.get(tenant, (0, 0))
         prompt = int(run_prompt or 0) + int(sum_prompt or 0)
         completion = int(run_completion or 0) + int(sum_completion or 0)
         cost = (
@@ -399,7 +410,7 @@ def tenant_stats(
         ) / 1e6
         out.append(
             TenantStats(
-                tenant_id=tenant_id,
+                tenant_id=tenant,
                 name=name,
                 turns_pending=int(pending or 0),
                 facts_written_15m=int(written or 0),

@@ -11,20 +11,20 @@ Measured against qdrant-client's local mode in ADR 0012. What to know (qdrant-ed
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import logging
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 import qdrant_edge as qe
 
-from shared.errors import InvalidInput, PermanentError, Unavailable
+from shared.errors import DomainError, InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
     PayloadFilter,
     Vector,
@@ -40,6 +40,9 @@ from shared.vectors.folder_owner import clear_owner, describe_holder, write_owne
 logger = logging.getLogger(__name__)
 
 SHARD_CONFIG = "edge_config.json"  # Edge writes it in every shard folder
+MAX_OPEN_SHARDS = 64
+_CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
+T = TypeVar("T")
 ROOT_LOCK = ".tiermem-edge.lock"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
@@ -47,14 +50,16 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 class EdgeVectorStore:
     """The VectorStore protocol over Qdrant Edge shards under one folder."""
 
-    def __init__(self, *, path: str) -> None:
+    def __init__(self, *, path: str, max_open_shards: int = MAX_OPEN_SHARDS) -> None:
         self._path = Path(path).resolve()
         self._path.mkdir(parents=True, exist_ok=True)
         self._lock_file = self._take_folder()
         write_owner(self._path)
-        self._lock = threading.RLock()  # guards the shard table, not the engine's calls
-        self._shards: dict[str, qe.EdgeShard] = {}
-        self._dims: dict[str, int] = {}
+        self._lock = threading.RLock()  # guards the table of open shards, not engine calls
+        # collection → (open shard, dimension), least recently used first: with per_user,
+        # every user has shards, and each open one holds files and maps.
+        self._open: OrderedDict[str, tuple[qe.EdgeShard, int]] = OrderedDict()
+        self._max_open = max_open_shards
         self._closed = False
 
     def _take_folder(self) -> IO[str]:
@@ -89,30 +94,56 @@ class EdgeVectorStore:
             )
         return self._path / collection
 
-    def _shard(self, collection: str) -> qe.EdgeShard | None:
-        """The open shard, loading it on first use; None when the collection is missing."""
-        shard = self._shards.get(collection)
-        if shard is not None:
-            return shard
+    def _entry(self, collection: str) -> tuple[qe.EdgeShard, int] | None:
+        """The open shard and its dimension, loaded on first use; None: no such collection."""
         folder = self._folder(collection)
         with self._lock:
             self._check_open()
-            shard = self._shards.get(collection)
-            if shard is None and (folder / SHARD_CONFIG).exists():
-                shard = self._shards[collection] = qe.EdgeShard.load(str(folder))
-                self._dims[collection] = _dim_of(folder)
-            return shard
+            entry = self._open.get(collection)
+            if entry is not None:
+                self._open.move_to_end(collection)
+                return entry
+            if not (folder / SHARD_CONFIG).exists():
+                return None
+            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder)))
+            return self._keep(collection, shard, _dim_of(folder))
+
+    def _keep(self, collection: str, shard: qe.EdgeShard, dim: int) -> tuple[qe.EdgeShard, int]:
+        """Hold a shard open (lock held), closing the least recently used past the limit."""
+        self._open[collection] = entry = (shard, dim)
+        while len(self._open) > self._max_open:
+            _, (oldest, _) = self._open.popitem(last=False)
+            _close_quietly(oldest)
+        return entry
+
+    def _call(self, collection: str, fn: Callable[[qe.EdgeShard], T], missing: T) -> T:
+        """fn on the collection's shard; `missing` when there is none. A shard closed under
+        the call (dropped, or closed past the open limit) is looked up once more."""
+        for attempt in (1, 2):
+            entry = self._entry(collection)
+            if entry is None:
+                return missing
+            try:
+                return fn(entry[0])
+            except Exception as exc:  # the engine raises plain Exception, told apart by text
+                if _CLOSED in str(exc) and attempt == 1:
+                    continue
+                raise _engine_error(collection, exc) from exc
+        return missing
+
+    def _dim(self, collection: str) -> int | None:
+        entry = self._entry(collection)
+        return None if entry is None else entry[1]
 
     def ensure_collection(
         self, collection: str, dim: int, *, tenant_field: str | None = None
     ) -> None:
         if dim <= 0:
             raise InvalidInput(f"vector dimension must be positive, got {dim}")
-        if self._shard(collection) is None:
+        known = self._dim(collection)
+        if known is None:
             with self._lock:
-                if collection not in self._shards:
-                    self._create(collection, dim, tenant_field)
-        known = self._dims[collection]
+                known = self._dim(collection) or self._create(collection, dim, tenant_field)
         if known != dim:
             raise PermanentError(
                 f"vector collection {collection} holds {known}-dimension vectors but got "
@@ -120,7 +151,8 @@ class EdgeVectorStore:
                 details={"collection": collection, "expected_dim": known, "got_dim": dim},
             )
 
-    def _create(self, collection: str, dim: int, tenant_field: str | None) -> None:
+    def _create(self, collection: str, dim: int, tenant_field: str | None) -> int:
+        """A new shard (lock held); returns its dimension."""
         folder = self._folder(collection)
         if folder.exists():  # a shard that never finished being created: start it afresh
             shutil.rmtree(folder)
@@ -134,13 +166,19 @@ class EdgeVectorStore:
                 m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16
             )
             config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw)
-        shard = qe.EdgeShard.create(str(folder), config)
-        if tenant_field is not None:
-            index = qe.KeywordIndexParams(is_tenant=True)
-            shard.update(qe.UpdateOperation.create_field_index(tenant_field, index))
-        self._shards[collection] = shard
-        self._dims[collection] = dim
+        shard = _engine(collection, lambda: qe.EdgeShard.create(str(folder), config))
+        try:
+            if tenant_field is not None:
+                index = qe.KeywordIndexParams(is_tenant=True)
+                op = qe.UpdateOperation.create_field_index(tenant_field, index)
+                _engine(collection, lambda: shard.update(op))
+        except Exception:
+            _close_quietly(shard)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self._keep(collection, shard, dim)
         logger.info("created vector collection", extra={"collection": collection, "dim": dim})
+        return dim
 
     # -- VectorStore ------------------------------------------------------------------------
 
@@ -148,14 +186,19 @@ class EdgeVectorStore:
         if not points:
             return
         vectors = uniform_vectors(points, collection)
-        dim = len(vectors[0])
         structs = [
             qe.Point(canonical_id(p.id), v, p.payload) for p, v in zip(points, vectors, strict=True)
         ]
-        self.ensure_collection(collection, dim)
-        shard = self._shard(collection)
-        assert shard is not None
-        shard.update(qe.UpdateOperation.upsert_points(structs))
+        op = qe.UpdateOperation.upsert_points(structs)
+
+        def write(shard: qe.EdgeShard) -> bool:
+            shard.update(op)
+            return True
+
+        for _ in range(2):  # a collection dropped between ensure and write is made again
+            self.ensure_collection(collection, len(vectors[0]))
+            if self._call(collection, write, missing=False):
+                return
 
     def delete(
         self, collection: str, ids: Sequence[str], *, payload_filter: PayloadFilter | None = None
@@ -163,22 +206,18 @@ class EdgeVectorStore:
         if not ids:
             return
         canonical: list[Any] = [canonical_id(i) for i in ids]
-        shard = self._shard(collection)
-        if shard is None:
-            return
         if payload_filter:
             scoped = _to_filter(payload_filter, has_ids=canonical)
-            shard.update(qe.UpdateOperation.delete_points_by_filter(scoped))
+            op = qe.UpdateOperation.delete_points_by_filter(scoped)
         else:
-            shard.update(qe.UpdateOperation.delete_points(canonical))
+            op = qe.UpdateOperation.delete_points(canonical)
+        self._call(collection, lambda shard: shard.update(op), missing=None)
 
     def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
         if not payload_filter:
             raise InvalidInput("delete_where needs a filter; drop_collection removes everything")
-        where = _to_filter(payload_filter)
-        shard = self._shard(collection)
-        if shard is not None:
-            shard.update(qe.UpdateOperation.delete_points_by_filter(where))
+        op = qe.UpdateOperation.delete_points_by_filter(_to_filter(payload_filter))
+        self._call(collection, lambda shard: shard.update(op), missing=None)
 
     def search(
         self,
@@ -193,13 +232,12 @@ class EdgeVectorStore:
             return []
         query = as_floats(vector)
         where = _to_filter(payload_filter) if payload_filter else None
-        shard = self._shard(collection)
-        if shard is None:
+        dim = self._dim(collection)
+        if dim is None:
             return []
-        if len(query) != self._dims[collection]:
+        if len(query) != dim:
             raise InvalidInput(
-                f"query vector has {len(query)} dimensions, collection {collection} "
-                f"holds {self._dims[collection]}",
+                f"query vector has {len(query)} dimensions, collection {collection} holds {dim}",
                 details={"collection": collection},
             )
         request = qe.QueryRequest(
@@ -209,35 +247,34 @@ class EdgeVectorStore:
             with_payload=True,
             score_threshold=score_threshold,
         )
+        none: list[Any] = []
+        found = self._call(collection, lambda shard: shard.query(request), missing=none)
         return [
-            VectorHit(id=str(h.id), score=float(h.score), payload=h.payload or {})
-            for h in shard.query(request)
+            VectorHit(id=str(h.id), score=float(h.score), payload=h.payload or {}) for h in found
         ]
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[VectorHit]:
         wanted: list[Any] = list(dict.fromkeys(canonical_id(i) for i in ids))
-        shard = self._shard(collection) if wanted else None
-        if shard is None:
+        if not wanted:
             return []
-        records = shard.retrieve(wanted, True, with_vectors)
+        none: list[Any] = []
+        records = self._call(
+            collection, lambda shard: shard.retrieve(wanted, True, with_vectors), missing=none
+        )
         return ordered_hits(wanted, records, with_vectors=with_vectors)
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
-        where = _to_filter(payload_filter) if payload_filter else None
-        shard = self._shard(collection)
-        if shard is None:
-            return 0
-        return int(shard.count(qe.CountRequest(filter=where)))
+        request = qe.CountRequest(filter=_to_filter(payload_filter) if payload_filter else None)
+        return int(self._call(collection, lambda shard: shard.count(request), missing=0))
 
     def drop_collection(self, collection: str) -> None:
         folder = self._folder(collection)
         with self._lock:
-            shard = self._shards.pop(collection, None)
-            self._dims.pop(collection, None)
-            if shard is not None:
-                shard.close()
+            entry = self._open.pop(collection, None)
+            if entry is not None:
+                _close_quietly(entry[0])
             if folder.exists():
                 shutil.rmtree(folder)
                 logger.info("dropped vector collection", extra={"collection": collection})
@@ -245,27 +282,51 @@ class EdgeVectorStore:
     def list_collections(self) -> list[str]:
         return sorted(p.parent.name for p in self._path.glob(f"*/{SHARD_CONFIG}"))
 
-    def flush(self) -> None:
-        with self._lock:
-            for shard in self._shards.values():
-                shard.flush()
-
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            for shard in self._shards.values():
-                with contextlib.suppress(Exception):  # closing the rest matters more
-                    shard.flush()
-                shard.close()
-            self._shards.clear()
-            clear_owner(self._path)  # while the folder is still ours
-            self._lock_file.close()  # releases the folder lock
+            try:
+                for shard, _ in self._open.values():
+                    _close_quietly(shard)
+                self._open.clear()
+            finally:
+                clear_owner(self._path)  # while the folder is still ours
+                self._lock_file.close()  # releases the folder lock
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the vector store is closed")
+
+
+def _close_quietly(shard: qe.EdgeShard) -> None:
+    # Flushed first: a shard closed to make room, or at shutdown, keeps every write.
+    for step in (shard.flush, shard.close):
+        try:
+            step()
+        except Exception:
+            logger.warning("closing a vector shard failed", exc_info=True)
+
+
+def _engine(collection: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except Exception as exc:
+        raise _engine_error(collection, exc) from exc
+
+
+def _engine_error(collection: str, exc: Exception) -> DomainError:
+    """qdrant-edge raises plain Exception: a wrong dimension is the caller's; anything else
+    (disk, I/O, a damaged shard) is a 503 in the API and a retry in a worker."""
+    text = str(exc)
+    if "dimension error" in text:
+        return InvalidInput(text, details={"collection": collection})
+    return Unavailable(
+        f"the embedded vector engine failed on collection {collection}: {text[:300]} "
+        "(if a shard is damaged, `tiermem reindex` rebuilds it from SQL)",
+        details={"collection": collection},
+    )
 
 
 def _dim_of(folder: Path) -> int:

@@ -130,9 +130,5 @@ def layout_of(collection: str, prefix: str) -> Layout | None:
 def other_layout_collections(store: VectorStore, *, prefix: str, layout: Layout) -> list[str]:
     """Collections the other layout left: after the layout setting changed, what `tiermem
     reindex` moves into this layout (from SQL) and then drops."""
-    found = (layout_of(c, prefix) for c in store.list_collections())
-    return [
-        c
-        for c, kind in zip(store.list_collections(), found, strict=True)
-        if kind not in (None, layout)
-    ]
+    names = store.list_collections()
+    return [c for c in names if layout_of(c, prefix) not in (None, layout)]

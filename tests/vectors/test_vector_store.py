@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import qdrant_edge
 
 from shared.config import QdrantSettings, Settings
 from shared.errors import InvalidInput, PermanentError, Unavailable
@@ -680,3 +681,34 @@ def test_a_second_edge_store_on_a_held_folder_is_refused_naming_the_holder(
         holder.kill()
         holder.wait()
     EdgeVectorStore(path=str(folder)).close()  # the lock died with its holder
+
+
+def test_edge_keeps_a_bounded_set_of_shards_open_and_loses_nothing(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    store = EdgeVectorStore(path=str(tmp_path / "edge"), max_open_shards=2)
+    try:
+        colls = [names() for _ in range(5)]
+        for round_ in range(3):  # each round reopens shards the limit closed
+            for i, coll in enumerate(colls):
+                store.upsert(coll, [VectorPoint(pid(), [1.0, float(i), 0.0], {"r": round_})])
+        assert [store.count(c) for c in colls] == [3] * 5
+        assert all(len(store.search(c, [1.0, 0.0, 0.0], limit=10)) == 3 for c in colls)
+    finally:
+        store.close()
+
+
+def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    store = EdgeVectorStore(path=str(tmp_path / "edge"))
+    try:
+        coll = names()
+        store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
+        [(shard, _)] = store._open.values()  # what a reader holds when the drop lands
+        store.drop_collection(coll)
+        with pytest.raises(Exception, match="not initialized"):
+            shard.count(qdrant_edge.CountRequest())
+        assert store.count(coll) == 0 and store.search(coll, [1.0, 0.0, 0.0], limit=3) == []
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from services.api.deps import AdminDep, OperatorDep, SessionDep
 from shared.db.models import Tenant
-from shared.inputs import RequestModel
+from shared.inputs import Identifier, RequestModel
 from shared.tenancy import create_api_key, create_tenant
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -62,7 +62,9 @@ def get_tenants(session: SessionDep, principal: AdminDep) -> list[TenantPublic]:
 
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated)
-def post_key(tenant_id: str, body: KeyIn, session: SessionDep, principal: AdminDep) -> KeyCreated:
+def post_key(
+    tenant_id: Identifier, body: KeyIn, session: SessionDep, principal: AdminDep
+) -> KeyCreated:
     principal.reach_tenant(tenant_id)
     row, key = create_api_key(
         session=session, tenant_id=tenant_id, scope=body.scope, name=body.name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.extraction.schemas import FactType
@@ -25,8 +25,6 @@ router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
 
 
 class SearchIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     query: str = Field(min_length=1, max_length=4000)
     k: int = Field(default=10, ge=1, le=100)
     types: list[FactType] = Field(default_factory=list)

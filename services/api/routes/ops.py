@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep
 from services.api.routes.turns import enqueue
@@ -21,8 +21,6 @@ router = APIRouter(tags=["ops"])
 
 
 class RetryIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     run_ids: list[str] | None = Field(
         default=None,
         min_length=1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
 from shared.ingest import (
@@ -51,8 +51,6 @@ class TurnAccepted(BaseModel):
 
 
 class ImportIn(RequestModel):
-    model_config = ConfigDict(extra="forbid")
-
     messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
 
 
