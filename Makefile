@@ -27,3 +27,4 @@ bench:
 	$(BIN)/python -m bench.bench_context
 	$(BIN)/python -m bench.bench_compression
 	$(BIN)/python -m bench.bench_replay
+	$(BIN)/python -m bench.bench_users --users 1000,10000
