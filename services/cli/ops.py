@@ -18,6 +18,7 @@ from sqlmodel import Session
 from shared.config import Settings, get_settings
 from shared.db.engine import make_engine
 from shared.ops.queues import OpsSnapshot, snapshot
+from shared.ops.vectors import vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 
 ops_cli = typer.Typer(help="Queues, workers and failed runs.", no_args_is_help=True)
@@ -101,8 +102,19 @@ def status() -> None:
     try:
         with Session(engine) as session:
             Console().print(render(*_read(settings, session)))
+        Console().print(vectors_line(settings))
     finally:
         engine.dispose()
+
+
+def vectors_line(settings: Settings) -> str:
+    """What the files say (the folder may be another process's): points need the API."""
+    v = vector_stats(settings=settings, store=None)
+    disk = "–" if v.disk_bytes is None else f"{v.disk_bytes / 1e6:,.0f} MB"
+    return (
+        f"vectors: engine {v.engine} · layout {v.layout} · disk {disk} "
+        "(collections and points: GET /v1/ops/vectors)"
+    )
 
 
 @ops_cli.command()

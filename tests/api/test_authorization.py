@@ -118,6 +118,7 @@ MATRIX: list[tuple[str, str, Any, tuple[Any, Any, Any]]] = [
     ("GET", "/v1/ops/queues", None, (403, 200, 200)),
     ("GET", "/v1/ops/timeseries", None, (403, 200, 200)),
     ("GET", "/v1/ops/workers", None, (403, 403, 200)),
+    ("GET", "/v1/ops/vectors", None, (403, 403, 200)),
     ("POST", "/v1/ops/runs/retry", {"tenant_id": "{B}"}, (403, 403, 200)),
     ("POST", "/v1/ops/runs/retry", {"run_ids": ["{job_b}"]}, (403, 200, 200)),
     ("POST", "/v1/ops/queues/extract/pause", None, (403, 403, 409)),
@@ -194,3 +195,11 @@ def test_a_key_minted_by_a_tenant_admin_reaches_its_tenant_only(world: World) ->
     key = bearer(minted.json()["key"])
     assert world.client.get("/v1/users/ana/export", headers=key).status_code == 200
     assert world.client.get("/v1/users/bob/export", headers=key).status_code == 404
+
+
+def test_the_operator_sees_the_vector_store(world: World) -> None:
+    """Both tenants' turns are in: a facts and a messages collection each (partitioned)."""
+    stats = world.client.get("/v1/ops/vectors", headers=OPERATOR).json()
+    assert stats["engine"] == "edge" and stats["layout"] == "partitioned"
+    assert stats["collections"] == 4 and stats["other_layout_collections"] == 0
+    assert stats["points"] > 0 and stats["disk_bytes"] > 0

@@ -116,6 +116,8 @@ def test_depth_drain_workers_and_metrics(stack: Stack, scripted_llm: ScriptedLLM
         check=True,
     ).stdout
     assert "workers (1 live)" in status
+    # the worker holds the vector folder: the view says what the files tell, without it
+    assert "vectors: engine edge · layout partitioned · disk " in status
     watch = subprocess.run(
         [TIERMEM, "ops", "watch", "--interval", "0.5", "--count", "2"],
         env={**stack.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=60,

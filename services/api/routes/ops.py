@@ -14,6 +14,7 @@ from services.api.routes.turns import enqueue
 from shared.inputs import RequestModel
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.queues import OpsSnapshot, snapshot
+from shared.ops.vectors import VectorStats, vector_stats
 from shared.ops.workers import WorkerInfo
 from workers.ops import heartbeat_store, pause_queue, resume_queue
 
@@ -69,6 +70,12 @@ def get_timeseries(
     return timeseries.per_minute(
         session=session, minutes=minutes, tenant_id=principal.visible_tenant
     )
+
+
+@router.get("/v1/ops/vectors", response_model=VectorStats)
+def get_vectors(runtime: RuntimeDep, _: OperatorDep) -> VectorStats:
+    """The vector store: engine, layout, collections, points, disk (every tenant's)."""
+    return vector_stats(settings=runtime.settings, store=runtime.vectors)
 
 
 @router.post("/v1/ops/runs/retry", response_model=RetryOut)
