@@ -81,12 +81,12 @@ class QdrantSettings(BaseModel):
 
     url: str | None = None
     api_key: str | None = None
-    path: str | None = None  # unset (and no url) → <data_dir>/qdrant
+    path: str | None = None  # unset (and no url) → <data_dir>/vectors (local engine: qdrant)
     in_memory: bool = False
     collection_prefix: str = "tm_"
     # per_user: a collection per user (few, large users); partitioned: a collection per
     # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
-    # multitenancy guidance). ADR 0011; `tiermem reindex --layout` moves a store across.
+    # multitenancy guidance). ADR 0011; after changing it, `tiermem reindex` moves the store.
     layout: Literal["partitioned", "per_user"] = "partitioned"
     # The engine behind an embedded folder (path): edge = Qdrant Edge, Qdrant's own engine
     # in-process (ADR 0012); local = qdrant-client's local mode (its pure-Python prototype).

@@ -22,9 +22,12 @@ from pydantic_core import PydanticCustomError
 # The JSON-schema pattern: a full match in pydantic (Rust regex) and in JSON Schema alike,
 # where `$` ends the text. Python's `re` lets `$` match before a final newline, so code
 # checks ids with fullmatch on the class below, never re.match on the pattern.
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}$"
+ID_CHARS = r"A-Za-z0-9._:@\-"  # a regex character class's contents
+ID_MAX_LENGTH = 128
+_ID = rf"[A-Za-z0-9][{ID_CHARS}]{{0,{ID_MAX_LENGTH - 1}}}"
+ID_PATTERN = f"^{_ID}$"
 ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit"
-_ID_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}")
+_ID_BODY = re.compile(_ID)
 
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 
@@ -40,8 +43,6 @@ MAX_OFFSET = 1_000_000
 MAX_BUDGET_TOKENS = 1_000_000
 MAX_COMPLETION_TOKENS = 1_000_000
 
-EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
-LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
 TIMESTAMP_RANGE = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z once converted to UTC"
 
 
@@ -91,17 +92,30 @@ Timestamp = Annotated[
 ]
 
 
+# Text no database stores, by the error type a request gets for it.
+_UNSTORABLE = {
+    "invalid_unicode": (
+        "{field} holds text that is not valid Unicode (a lone surrogate at character "
+        "{index}); send UTF-8 text, with emoji and other astral characters as one "
+        "character or as a \\ud83d\\ude00-style surrogate pair"
+    ),
+    "nul_character": (
+        "{field} holds a NUL character (at character {index}), which no database stores; remove it"
+    ),
+}
+
+
 def invalid_text(value: Any, path: str = "") -> Iterator[tuple[str, int, str]]:
-    """(where, character index, what) of each string in `value` no database stores: a lone
-    surrogate, which JSON's \\ud800 escapes can carry but UTF-8 cannot, or a NUL."""
+    """(where, character index, error type) of each string in `value` no database stores:
+    a lone surrogate, which JSON's \\ud800 escapes can carry but UTF-8 cannot, or a NUL."""
     if isinstance(value, str):
         if not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                yield path, exc.start, "lone surrogate"
+                yield path, exc.start, "invalid_unicode"
         if "\x00" in value:
-            yield path, value.index("\x00"), "NUL"
+            yield path, value.index("\x00"), "nul_character"
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from invalid_text(key, path)
@@ -121,21 +135,9 @@ class RequestModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _valid_text(cls, data: Any) -> Any:
-        for where, index, problem in invalid_text(data):
-            if problem == "NUL":
-                raise PydanticCustomError(
-                    "nul_character",
-                    "{field} holds a NUL character (at character {index}), which no database "
-                    "stores; remove it",
-                    {"field": where or "the body", "index": index},
-                )
-            raise PydanticCustomError(
-                "invalid_unicode",
-                "{field} holds text that is not valid Unicode (a lone surrogate at character "
-                "{index}); send UTF-8 text, with emoji and other astral characters as one "
-                "character or as a \\ud83d\\ude00-style surrogate pair",
-                {"field": where or "the body", "index": index},
-            )
+        for where, index, kind in invalid_text(data):
+            context = {"field": where or "the body", "index": index}
+            raise PydanticCustomError(kind, _UNSTORABLE[kind], context)
         return _integral_floats_as_ints(data)
 
 

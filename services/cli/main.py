@@ -325,14 +325,16 @@ def repair_ids(
     from shared.db.id_repair import apply_repairs, find_unreachable_ids
 
     engine = make_engine(_settings())
-    with Session(engine) as session:
-        repairs = find_unreachable_ids(session)
-        for r in repairs:
-            where = "session" if r.kind == "message" else "tenant"
-            print(f"{r.kind}\t{where} {r.scope}\t{r.old!r} -> {r.new!r}")
-        if repairs and apply:
-            apply_repairs(session, repairs)
-    engine.dispose()
+    try:
+        with Session(engine) as session:
+            repairs = find_unreachable_ids(session)
+            for r in repairs:
+                where = "session" if r.kind == "message" else "tenant"
+                print(f"{r.kind}\t{where} {r.scope}\t{r.old!r} -> {r.new!r}")
+            if repairs and apply:
+                apply_repairs(session, repairs)
+    finally:
+        engine.dispose()
     if not repairs:
         console.print("every stored id follows the id rule; nothing to repair")
     elif apply:

@@ -89,9 +89,8 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
 
 
 def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[WorkerInfo]]:
-    snap = snapshot(session=session, settings=settings)
-    store = HeartbeatStore.from_settings(settings)
-    return snap, store.read()
+    workers = HeartbeatStore.from_settings(settings).read()
+    return snapshot(session=session, settings=settings, workers=workers), workers
 
 
 @ops_cli.command()

@@ -11,10 +11,9 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from shared.db.models import ChatSession, Message, User
-from shared.inputs import is_identifier
+from shared.inputs import ID_CHARS, ID_MAX_LENGTH, is_identifier
 
-_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._:@\-]+")
-MAX_ID = 128
+_NOT_ALLOWED = re.compile(f"[^{ID_CHARS}]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,14 +29,14 @@ def reachable_form(value: str) -> str:
     """The nearest id the rule allows: outer whitespace gone, other characters as '_'."""
     cleaned = _NOT_ALLOWED.sub("_", value.strip())
     cleaned = cleaned.lstrip("._:@-")  # must start with a letter or digit
-    return (cleaned or "id")[:MAX_ID]
+    return (cleaned or "id")[:ID_MAX_LENGTH]
 
 
 def _free(wanted: str, taken: set[str]) -> str:
     candidate, n = wanted, 1
     while candidate in taken:
         suffix = f"-{n}"
-        candidate = wanted[: MAX_ID - len(suffix)] + suffix
+        candidate = wanted[: ID_MAX_LENGTH - len(suffix)] + suffix
         n += 1
     taken.add(candidate)
     return candidate

@@ -19,7 +19,7 @@ from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
 from shared.ops import metrics
 from shared.ops.queues import RUN_TABLES, snapshot
-from shared.ops.workers import HeartbeatStore
+from shared.ops.workers import HeartbeatStore, WorkerInfo
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
@@ -93,8 +93,10 @@ def _histogram_row(session: Session, column: Any, bounds: Sequence[float]) -> Se
     return tuple(session.execute(query).one())
 
 
-def _queues(out: Exposition, session: Session, settings: Settings) -> list[Any]:
-    snap = snapshot(session=session, settings=settings, failed_limit=0)
+def _queues(
+    out: Exposition, session: Session, settings: Settings, workers: list[WorkerInfo]
+) -> list[Any]:
+    snap = snapshot(session=session, settings=settings, failed_limit=0, workers=workers)
     for name, help_text, field in QUEUE_GAUGES:
         out.family(name, "gauge", help_text)
         for queue in snap.queues:
@@ -190,8 +192,7 @@ def _guard(out: Exposition, session: Session) -> None:
             out.sample("tiermem_injection_guard_hits_total", sample.value, **sample.label_dict())
 
 
-def _workers(out: Exposition, settings: Settings) -> None:
-    workers = HeartbeatStore.from_settings(settings).read()
+def _workers(out: Exposition, workers: list[WorkerInfo]) -> None:
     out.family("tiermem_workers", "gauge", "live workers (a heartbeat within three intervals)")
     out.sample("tiermem_workers", len(workers))
     out.family("tiermem_worker_active_tasks", "gauge", "tasks executing per worker")
@@ -213,10 +214,11 @@ def _tenants(out: Exposition, tenants: list[Any]) -> None:
 
 def render(*, session: Session, settings: Settings) -> str:
     out = Exposition()
-    tenants = _queues(out, session, settings)
+    workers = HeartbeatStore.from_settings(settings).read()  # once: queues and workers
+    tenants = _queues(out, session, settings, workers)
     _runs(out, session)
     _llm(out, session)
     _guard(out, session)
-    _workers(out, settings)
+    _workers(out, workers)
     _tenants(out, tenants)
     return out.text()

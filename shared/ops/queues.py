@@ -187,6 +187,11 @@ def _cut_windows(rows: Sequence[Any], now: dt.datetime) -> list[Window]:
     return windows
 
 
+def of_tenant(model: Any, tenant_id: str | None) -> Any:
+    """A table's rows of one tenant (None: of every tenant)."""
+    return true() if tenant_id is None else col(model.tenant_id) == tenant_id
+
+
 def utc(value: dt.datetime) -> dt.datetime:
     # SQLite hands datetimes back without their offset; everything stored is UTC.
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
@@ -251,13 +256,11 @@ class _RunTable:
     def scope(self, tenant_id: str | None = None) -> Any:
         """The table's rows for this queue (of `tenant_id` only, when given)."""
         if self.replay is None:
-            scope: Any = true()
-        else:
-            column = col(ExtractionRun.replay_job_id)
-            scope = column.is_not(None) if self.replay else column.is_(None)
-        if tenant_id is not None:
-            scope = scope & (col(self.model.tenant_id) == tenant_id)
-        return scope
+            return of_tenant(self.model, tenant_id)
+        column = col(ExtractionRun.replay_job_id)
+        return (column.is_not(None) if self.replay else column.is_(None)) & of_tenant(
+            self.model, tenant_id
+        )
 
 
 # A worker's record is written once it is ready, before it takes a task; this much clock
@@ -340,11 +343,6 @@ RUN_TABLES: dict[str, _RunTable] = {
 }
 
 
-def _of(model: Any, tenant_id: str | None) -> Any:
-    """Rows of one tenant (None: of all)."""
-    return true() if tenant_id is None else col(model.tenant_id) == tenant_id
-
-
 def tenant_stats(
     session: Session, settings: Settings, now: dt.datetime, tenant_id: str | None = None
 ) -> list[TenantStats]:
@@ -369,7 +367,7 @@ def tenant_stats(
                 func.sum(ExtractionRun.prompt_tokens),
                 func.sum(ExtractionRun.completion_tokens),
             )
-            .where(_of(ExtractionRun, tenant_id))
+            .where(of_tenant(ExtractionRun, tenant_id))
             .group_by(col(ExtractionRun.tenant_id))
         ).all()
     }
@@ -381,7 +379,7 @@ def tenant_stats(
                 func.sum(CompressionRun.prompt_tokens),
                 func.sum(CompressionRun.completion_tokens),
             )
-            .where(_of(CompressionRun, tenant_id))
+            .where(of_tenant(CompressionRun, tenant_id))
             .group_by(col(CompressionRun.tenant_id))
         ).all()
     }
@@ -393,7 +391,7 @@ def tenant_stats(
                 func.sum(case((col(Fact.created_at) >= since, 1), else_=0)),
                 func.sum(case((col(Fact.valid_to).is_(None), 1), else_=0)),
             )
-            .where(_of(Fact, tenant_id))
+            .where(of_tenant(Fact, tenant_id))
             .group_by(col(Fact.tenant_id))
         ).all()
     }
@@ -429,14 +427,17 @@ def snapshot(
     settings: Settings,
     failed_limit: int = 20,
     tenant_id: str | None = None,
+    workers: Sequence[WorkerInfo] | None = None,
     now: dt.datetime | None = None,
 ) -> OpsSnapshot:
     """The queues and tenants; with `tenant_id`, only that tenant's rows, and no broker
-    depth (the broker's queues are shared by every tenant)."""
+    depth (the broker's queues are shared by every tenant). `workers`: the live heartbeats,
+    when the caller has read them already."""
     now = now or utcnow()
     broker = read_broker(settings.redis_url)
     shared_view = broker.available and tenant_id is None
-    workers = HeartbeatStore.from_settings(settings).read(now)
+    if workers is None:
+        workers = HeartbeatStore.from_settings(settings).read(now)
     queues = []
     for name in QUEUES:
         table = RUN_TABLES.get(name)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 from bisect import bisect_right
-from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, utcnow
-from shared.ops.queues import percentile_of, utc
+from shared.ops.queues import of_tenant, percentile_of, utc
 
 
 class Point(BaseModel):
@@ -43,9 +42,7 @@ def per_minute(
     """`tenant_id`: that tenant's runs only (None: all)."""
     now = (now or utcnow()).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     start = now - dt.timedelta(minutes=minutes)
-    live: Any = col(ExtractionRun.replay_job_id).is_(None)
-    if tenant_id is not None:
-        live = live & (col(ExtractionRun.tenant_id) == tenant_id)
+    live = col(ExtractionRun.replay_job_id).is_(None) & of_tenant(ExtractionRun, tenant_id)
     # Waiting when the window opens: created before it, started in it or not at all.
     base = session.exec(
         select(func.count()).where(

@@ -36,16 +36,19 @@ def disk_bytes(folder: str | None) -> int | None:
 def vector_stats(*, settings: Settings, store: VectorStore | None) -> VectorStats:
     """With `store` None (another process owns the folder) only what the files tell."""
     q = settings.qdrant
-    names = None if store is None else [
-        c for c in store.list_collections() if layout_of(c, q.collection_prefix)
-    ]  # fmt: skip
-    return VectorStats(
+    stats = VectorStats(
         engine=where_vectors_live(settings),
         layout=q.layout,
-        collections=None if names is None else len(names),
-        points=None if store is None or names is None else sum(store.count(c) for c in names),
+        collections=None,
+        points=None,
         disk_bytes=disk_bytes(settings.qdrant_path),
-        other_layout_collections=None
-        if names is None
-        else sum(layout_of(c, q.collection_prefix) != q.layout for c in names),
+        other_layout_collections=None,
     )
+    if store is None:
+        return stats
+    layouts = {c: layout_of(c, q.collection_prefix) for c in store.list_collections()}
+    ours = [c for c, layout in layouts.items() if layout]
+    stats.collections = len(ours)
+    stats.points = sum(store.count(c) for c in ours)
+    stats.other_layout_collections = sum(layouts[c] != q.layout for c in ours)
+    return stats

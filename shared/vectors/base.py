@@ -149,3 +149,47 @@ def ordered_hits(
         vec = np.asarray(raw, dtype=np.float64).tolist() if with_vectors and raw else None
         hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
     return hits
+
+
+def check_query_dim(query: Sequence[float], dim: int, collection: str) -> None:
+    if len(query) != dim:
+        raise InvalidInput(
+            f"query vector has {len(query)} dimensions, collection {collection} holds {dim}",
+            details={"collection": collection},
+        )
+
+
+def filter_terms(
+    payload_filter: PayloadFilter, *, booleans: bool = True
+) -> list[tuple[str, Any, bool]]:
+    """A PayloadFilter's conditions, checked, as (key, value or list of values, is a list):
+    a string, an integer or (where the engine matches them) a boolean, or a list of only
+    strings or only integers (what Qdrant's MatchAny takes)."""
+    terms = []
+    for key, value in payload_filter.items():
+        several = isinstance(value, list | tuple | set | frozenset)
+        if several:
+            options = list(value)
+            if not (
+                all(isinstance(v, str) for v in options)
+                or all(isinstance(v, int) and not isinstance(v, bool) for v in options)
+            ):
+                raise InvalidInput(
+                    f"payload filter {key!r}: a list must hold only strings or only integers",
+                    details={"key": key},
+                )
+            value = options
+        elif isinstance(value, bool) and not booleans:
+            raise InvalidInput(
+                f"payload filter {key!r}: the embedded engine cannot match a boolean value "
+                "(qdrant-edge reads True as 1); store and match it as a string",
+                details={"key": key},
+            )
+        elif not isinstance(value, str | int | bool):
+            raise InvalidInput(
+                f"payload filter {key!r}: match a string, integer, boolean or a list of them, "
+                f"not {type(value).__name__}",
+                details={"key": key},
+            )
+        terms.append((key, value, several))
+    return terms

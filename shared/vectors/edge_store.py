@@ -32,6 +32,8 @@ from shared.vectors.base import (
     VectorPoint,
     as_floats,
     canonical_id,
+    check_query_dim,
+    filter_terms,
     ordered_hits,
     uniform_vectors,
 )
@@ -40,11 +42,11 @@ from shared.vectors.folder_owner import clear_owner, describe_holder, write_owne
 logger = logging.getLogger(__name__)
 
 SHARD_CONFIG = "edge_config.json"  # Edge writes it in every shard folder
+ROOT_LOCK = ".tiermem-edge.lock"
 MAX_OPEN_SHARDS = 64
 _CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
-T = TypeVar("T")
-ROOT_LOCK = ".tiermem-edge.lock"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+T = TypeVar("T")
 
 
 class EdgeVectorStore:
@@ -116,15 +118,18 @@ class EdgeVectorStore:
             _close_quietly(oldest)
         return entry
 
-    def _call(self, collection: str, fn: Callable[[qe.EdgeShard], T], missing: T) -> T:
-        """fn on the collection's shard; `missing` when there is none. A shard closed under
-        the call (dropped, or closed past the open limit) is looked up once more."""
+    def _call(self, collection: str, fn: Callable[[qe.EdgeShard, int], T], missing: T) -> T:
+        """fn(shard, dimension) on the collection's shard; `missing` when there is none. A
+        shard closed under the call (dropped, or closed past the open limit) is looked up
+        once more."""
         for attempt in (1, 2):
             entry = self._entry(collection)
             if entry is None:
                 return missing
             try:
-                return fn(entry[0])
+                return fn(*entry)
+            except DomainError:
+                raise
             except Exception as exc:  # the engine raises plain Exception, told apart by text
                 if _CLOSED in str(exc) and attempt == 1:
                     continue
@@ -191,7 +196,7 @@ class EdgeVectorStore:
         ]
         op = qe.UpdateOperation.upsert_points(structs)
 
-        def write(shard: qe.EdgeShard) -> bool:
+        def write(shard: qe.EdgeShard, _: int) -> bool:
             shard.update(op)
             return True
 
@@ -211,13 +216,13 @@ class EdgeVectorStore:
             op = qe.UpdateOperation.delete_points_by_filter(scoped)
         else:
             op = qe.UpdateOperation.delete_points(canonical)
-        self._call(collection, lambda shard: shard.update(op), missing=None)
+        self._call(collection, lambda shard, _: shard.update(op), missing=None)
 
     def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
         if not payload_filter:
             raise InvalidInput("delete_where needs a filter; drop_collection removes everything")
         op = qe.UpdateOperation.delete_points_by_filter(_to_filter(payload_filter))
-        self._call(collection, lambda shard: shard.update(op), missing=None)
+        self._call(collection, lambda shard, _: shard.update(op), missing=None)
 
     def search(
         self,
@@ -231,24 +236,19 @@ class EdgeVectorStore:
         if limit <= 0:
             return []
         query = as_floats(vector)
-        where = _to_filter(payload_filter) if payload_filter else None
-        dim = self._dim(collection)
-        if dim is None:
-            return []
-        if len(query) != dim:
-            raise InvalidInput(
-                f"query vector has {len(query)} dimensions, collection {collection} holds {dim}",
-                details={"collection": collection},
-            )
         request = qe.QueryRequest(
             query=qe.Query.Nearest(query),
             limit=limit,
-            filter=where,
+            filter=_to_filter(payload_filter) if payload_filter else None,
             with_payload=True,
             score_threshold=score_threshold,
         )
-        none: list[Any] = []
-        found = self._call(collection, lambda shard: shard.query(request), missing=none)
+
+        def nearest(shard: qe.EdgeShard, dim: int) -> list[Any]:
+            check_query_dim(query, dim, collection)
+            return shard.query(request)
+
+        found: list[Any] = self._call(collection, nearest, missing=[])
         return [
             VectorHit(id=str(h.id), score=float(h.score), payload=h.payload or {}) for h in found
         ]
@@ -259,15 +259,14 @@ class EdgeVectorStore:
         wanted: list[Any] = list(dict.fromkeys(canonical_id(i) for i in ids))
         if not wanted:
             return []
-        none: list[Any] = []
-        records = self._call(
-            collection, lambda shard: shard.retrieve(wanted, True, with_vectors), missing=none
+        records: list[Any] = self._call(
+            collection, lambda shard, _: shard.retrieve(wanted, True, with_vectors), missing=[]
         )
         return ordered_hits(wanted, records, with_vectors=with_vectors)
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
         request = qe.CountRequest(filter=_to_filter(payload_filter) if payload_filter else None)
-        return int(self._call(collection, lambda shard: shard.count(request), missing=0))
+        return int(self._call(collection, lambda shard, _: shard.count(request), missing=0))
 
     def drop_collection(self, collection: str) -> None:
         folder = self._folder(collection)
@@ -344,23 +343,7 @@ def _dim_of(folder: Path) -> int:
 
 def _to_filter(payload_filter: PayloadFilter, *, has_ids: Sequence[str] = ()) -> qe.Filter:
     conditions: list[Any] = [qe.HasIdCondition(point_ids=set(has_ids))] if has_ids else []
-    for key, value in payload_filter.items():
-        several = isinstance(value, list | tuple | set | frozenset)
-        options = list(value) if several else [value]
-        if any(isinstance(v, bool) for v in options):
-            raise InvalidInput(
-                f"payload filter {key!r}: the embedded engine cannot match a boolean value "
-                "(qdrant-edge reads True as 1); store and match it as a string",
-                details={"key": key},
-            )
-        if not (
-            all(isinstance(v, str) for v in options) or all(isinstance(v, int) for v in options)
-        ):
-            raise InvalidInput(
-                f"payload filter {key!r}: match a string or an integer, or a list of only "
-                "strings or only integers",
-                details={"key": key},
-            )
-        match = qe.MatchAny(any=options) if several else qe.MatchValue(value=value)
+    for key, value, several in filter_terms(payload_filter, booleans=False):
+        match = qe.MatchAny(any=value) if several else qe.MatchValue(value=value)
         conditions.append(qe.FieldCondition(key=key, match=match))
     return qe.Filter(must=conditions)

@@ -41,15 +41,16 @@ def user_key(*, secret_key: str, tenant_id: str, user_id: str) -> str:
     return _keyed(secret_key, tenant_id, user_id)
 
 
-def tenant_key(*, secret_key: str, tenant_id: str) -> str:
-    _check_part("tenant_id", tenant_id)
-    # A second part no user id can be empty as: never equal to a user's key.
-    return _keyed(secret_key, tenant_id, "")
-
-
 def collection_name(*, secret_key: str, tenant_id: str, user_id: str, prefix: str = "tm_") -> str:
     """The per_user layout's collection: prefix + the user's keyed hash."""
     return prefix + user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
+
+
+def tenant_collection_name(*, secret_key: str, tenant_id: str, prefix: str = "tm_") -> str:
+    """The partitioned layout's collection: prefix + "t" + the tenant's keyed hash (its
+    second part empty, which no user id can be: never equal to a user's key)."""
+    _check_part("tenant_id", tenant_id)
+    return f"{prefix}t{_keyed(secret_key, tenant_id, '')}"
 
 
 def point_id(*parts: str) -> str:

@@ -23,6 +23,8 @@ from shared.vectors.base import (
     VectorPoint,
     as_floats,
     canonical_id,
+    check_query_dim,
+    filter_terms,
     ordered_hits,
     uniform_vectors,
 )
@@ -370,12 +372,7 @@ class QdrantVectorStore:
         with self._lock:
             index = self._index_for(collection) if supports_filter(payload_filter) else None
             if index is not None:
-                if len(query) != index.dim:
-                    raise InvalidInput(
-                        f"query vector has {len(query)} dimensions, collection {collection} "
-                        f"holds {index.dim}",
-                        details={"collection": collection},
-                    )
+                check_query_dim(query, index.dim, collection)
                 return index.search(
                     query,
                     limit=limit,
@@ -521,30 +518,12 @@ def _index_rows(
 def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:
     if not payload_filter:
         return None
-    conditions: list[qm.Condition] = []
-    for key, value in payload_filter.items():
-        match: qm.MatchValue | qm.MatchAny
-        if isinstance(value, list | tuple | set | frozenset):
-            options = list(value)
-            # Qdrant's MatchAny takes only all-string or all-integer lists.
-            if not (
-                all(isinstance(v, str) for v in options)
-                or all(isinstance(v, int) and not isinstance(v, bool) for v in options)
-            ):
-                raise InvalidInput(
-                    f"payload filter {key!r}: a list must hold only strings or only integers",
-                    details={"key": key},
-                )
-            match = qm.MatchAny(any=options)
-        elif isinstance(value, str | int | bool):
-            match = qm.MatchValue(value=value)
-        else:
-            raise InvalidInput(
-                f"payload filter {key!r}: match a string, integer, boolean or a list of them, "
-                f"not {type(value).__name__}",
-                details={"key": key},
-            )
-        conditions.append(qm.FieldCondition(key=key, match=match))
+    conditions: list[qm.Condition] = [
+        qm.FieldCondition(
+            key=key, match=qm.MatchAny(any=value) if several else qm.MatchValue(value=value)
+        )
+        for key, value, several in filter_terms(payload_filter)
+    ]
     return qm.Filter(must=conditions)
 
 

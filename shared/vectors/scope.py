@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint, VectorStore
-from shared.vectors.naming import tenant_key, user_key
+from shared.vectors.naming import collection_name, tenant_collection_name, user_key
 
 Layout = Literal["partitioned", "per_user"]
 USER_FIELD = "tm_user"
@@ -107,11 +107,14 @@ def user_vectors(
 ) -> UserVectors:
     """The user's facts or messages in the layout the settings choose."""
     suffix = MESSAGES_SUFFIX if kind == "messages" else ""
-    key = user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
     if layout == "per_user":
-        return UserVectors(store, f"{prefix}{key}{suffix}", None)
-    tenant = tenant_key(secret_key=secret_key, tenant_id=tenant_id)
-    return UserVectors(store, f"{prefix}t{tenant}{suffix}", key)
+        name = collection_name(
+            secret_key=secret_key, tenant_id=tenant_id, user_id=user_id, prefix=prefix
+        )
+        return UserVectors(store, name + suffix, None)
+    name = tenant_collection_name(secret_key=secret_key, tenant_id=tenant_id, prefix=prefix)
+    key = user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
+    return UserVectors(store, name + suffix, key)
 
 
 def layout_of(collection: str, prefix: str) -> Layout | None:
