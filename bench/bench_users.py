@@ -54,19 +54,20 @@ from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 
 FACTS, MESSAGES, DIM = 20, 20, 384
-VARIANTS = {"edge-partitioned": ("edge", "partitioned"), "local-per_user": ("local", "per_user")}
+# Each variant is the TIERMEM_QDRANT__* settings it runs with.
+VARIANTS: dict[str, dict[str, str]] = {
+    "edge-partitioned": {"engine": "edge", "layout": "partitioned"},  # vector_memory=disk
+    "edge-partitioned-ram": {"engine": "edge", "layout": "partitioned", "vector_memory": "ram"},
+    "local-per_user": {"engine": "local", "layout": "per_user"},
+}
 QUERIES = ["where does she live", "what does he do for work", "favourite music", "any pets",
            "plans for next year", "who is her sister"]  # fmt: skip
 HEADERS = {"Authorization": "Bearer dev-app-key"}
 
 
-def env_for(folder: Path, engine: str, layout: str, port: int | None = None) -> dict[str, str]:
-    env = {
-        "TIERMEM_DATA_DIR": str(folder),
-        "TIERMEM_QDRANT__ENGINE": engine,
-        "TIERMEM_QDRANT__LAYOUT": layout,
-        "TIERMEM_LOG_LEVEL": "WARNING",
-    }
+def env_for(folder: Path, qdrant: dict[str, str], port: int | None = None) -> dict[str, str]:
+    env = {"TIERMEM_DATA_DIR": str(folder), "TIERMEM_LOG_LEVEL": "WARNING"}
+    env.update({f"TIERMEM_QDRANT__{key.upper()}": value for key, value in qdrant.items()})
     if port is not None:
         env["TIERMEM_PORT"] = str(port)
     return env
@@ -77,11 +78,9 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def load(folder: Path, engine: str, layout: str, users: int, seed: int = 7) -> float:
+def load(folder: Path, qdrant: dict[str, str], users: int, seed: int = 7) -> float:
     """Store `users` users; returns seconds."""
-    settings = Settings(
-        _env_file=None, data_dir=folder, qdrant={"engine": engine, "layout": layout}
-    )
+    settings = Settings(_env_file=None, data_dir=folder, qdrant=qdrant)
     upgrade_to_head(settings)
     runtime = Runtime(settings)
     rng, vrng = random.Random(seed), np.random.default_rng(seed)
@@ -145,20 +144,21 @@ def disk_mb(folder: Path) -> float:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(resident, of which anonymous) MB: the rest is file pages the kernel can drop."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
 def serve_and_measure(
-    folder: Path, engine: str, layout: str, users: int, queries: int
+    folder: Path, qdrant: dict[str, str], users: int, queries: int
 ) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     rng = random.Random(11)
-    env = child_env(env_for(folder, engine, layout, port))
+    env = child_env(env_for(folder, qdrant, port))
     service = Service("serve", [*tiermem_command(), "serve"], env,
                       folder / "serve.log")  # fmt: skip
     started = time.perf_counter()
@@ -207,23 +207,24 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for users in (int(u) for u in args.users.split(",")):
         for variant in args.variants.split(","):
-            engine, layout = VARIANTS[variant]
-            if engine == "local" and users > args.max_local_users:
+            qdrant = VARIANTS[variant]
+            if qdrant["engine"] == "local" and users > args.max_local_users:
                 rows.append(f"| {users:,} | {variant} | not run (above --max-local-users) |||||||")
                 continue
             folder = Path(tempfile.mkdtemp(prefix=f"tiermem-users-{variant}-{users}-"))
             print(f"{variant}, {users:,} users → {folder}", flush=True)
             try:
-                load_s = load(folder, engine, layout, users)
+                load_s = load(folder, qdrant, users)
                 disk = disk_mb(folder)
-                m = serve_and_measure(folder, engine, layout, users, args.queries)
+                m = serve_and_measure(folder, qdrant, users, args.queries)
             finally:
                 if not args.keep:
                     shutil.rmtree(folder, ignore_errors=True)
             rows.append(
                 f"| {users:,} | {variant} | {load_s:.0f} s | {disk:.0f} MB "
                 f"| {m['restart_s']:.1f} s "
-                f"| {m['rss_mb']:.0f} MB | {m['search_p50']:.1f} / {m['search_p95']:.1f} ms "
+                f"| {m['rss_mb'][0]:.0f} MB ({m['rss_mb'][1]:.0f}) "
+                f"| {m['search_p50']:.1f} / {m['search_p95']:.1f} ms "
                 f"| {m['context_p50']:.1f} / {m['context_p95']:.1f} ms |"
             )
             print(rows[-1], flush=True)
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.queries} memory searches and context builds (2,000 tokens) over HTTP "
         "for random users.",
         "",
-        "| users | engine-layout | load | disk | restart → first search | serve RSS "
+        "| users | engine-layout | load | disk | restart → first search | serve RSS (anonymous) "
         "| memory search p50 / p95 | context p50 / p95 |",
         "|---|---|---|---|---|---|---|---|",
         *rows,

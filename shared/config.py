@@ -88,6 +88,11 @@ class QdrantSettings(BaseModel):
     # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
     # multitenancy guidance). ADR 0011; after changing it, `tiermem reindex` moves the store.
     layout: Literal["partitioned", "per_user"] = "partitioned"
+    # Embedded (Qdrant Edge) placement of vectors and payloads. disk: read through the page
+    # cache, RSS grows with the users searched, not stored (100k users: see
+    # docs/benchmarks.md); ram: pinned, ~1 ms faster a search, RSS grows with every vector.
+    # Applies to every shard when it is next opened.
+    vector_memory: Literal["disk", "ram"] = "disk"
     # The engine behind an embedded folder (path): edge = Qdrant Edge, Qdrant's own engine
     # in-process (ADR 0012); local = qdrant-client's local mode (its pure-Python prototype).
     engine: Literal["edge", "local"] = "edge"

@@ -30,5 +30,5 @@ def open_vector_store(settings: Settings) -> VectorStore:
     if settings.qdrant_path is not None and settings.qdrant.engine == "edge":
         from shared.vectors.edge_store import EdgeVectorStore
 
-        return EdgeVectorStore(path=settings.qdrant_path)
+        return EdgeVectorStore(path=settings.qdrant_path, placement=settings.qdrant.vector_memory)
     return QdrantVectorStore.from_settings(settings)

@@ -19,6 +19,7 @@ import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
@@ -47,13 +48,26 @@ MAX_OPEN_SHARDS = 64
 _CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 T = TypeVar("T")
+Placement = Literal["disk", "ram"]
+# Where a shard's vectors and payloads live (docs/decisions/0012): "disk" reads them from
+# the files through the page cache, so RSS grows with the users searched, not the users
+# stored; "ram" pins them (about 1 ms faster a search, RSS grows with every vector).
+_PLACEMENT: dict[Placement, str] = {"disk": "cold", "ram": "pinned"}  # vectors and payloads
+_MEMORY = {"cold": qe.Memory.Cold, "pinned": qe.Memory.Pinned}
+_DATATYPES = {
+    "float32": qe.VectorStorageDatatype.Float32,
+    "float16": qe.VectorStorageDatatype.Float16,
+}
 
 
 class EdgeVectorStore:
     """The VectorStore protocol over Qdrant Edge shards under one folder."""
 
-    def __init__(self, *, path: str, max_open_shards: int = MAX_OPEN_SHARDS) -> None:
+    def __init__(
+        self, *, path: str, placement: Placement = "disk", max_open_shards: int = MAX_OPEN_SHARDS
+    ) -> None:
         self._path = Path(path).resolve()
+        self._placement = placement
         self._path.mkdir(parents=True, exist_ok=True)
         self._lock_file = self._take_folder()
         write_owner(self._path)
@@ -107,8 +121,12 @@ class EdgeVectorStore:
                 return entry
             if not (folder / SHARD_CONFIG).exists():
                 return None
-            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder)))
-            return self._keep(collection, shard, _dim_of(folder))
+            made = _ShardFile.read(folder)
+            # A changed placement setting applies on open (the engine rewrites the config);
+            # the stored datatype cannot change without `tiermem reindex`.
+            config = None if made.placed(self._placement) else made.config(self._placement)
+            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder), config))
+            return self._keep(collection, shard, made.dim)
 
     def _keep(self, collection: str, shard: qe.EdgeShard, dim: int) -> tuple[qe.EdgeShard, int]:
         """Hold a shard open (lock held), closing the least recently used past the limit."""
@@ -161,16 +179,8 @@ class EdgeVectorStore:
         folder = self._folder(collection)
         if folder.exists():  # a shard that never finished being created: start it afresh
             shutil.rmtree(folder)
-        vectors = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)
-        if tenant_field is None:
-            config = qe.EdgeConfig(vectors=vectors)
-        else:
-            # Qdrant's multitenancy setting: no global graph (a user's query is narrowed by
-            # the tenant index to their few points, scored exactly), graphs per tenant.
-            hnsw = qe.HnswIndexConfig(
-                m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16
-            )
-            config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw)
+        made = _ShardFile(dim=dim, shared=tenant_field is not None)
+        config = made.config(self._placement)
         shard = _engine(collection, lambda: qe.EdgeShard.create(str(folder), config))
         try:
             if tenant_field is not None:
@@ -328,17 +338,59 @@ def _engine_error(collection: str, exc: Exception) -> DomainError:
     )
 
 
-def _dim_of(folder: Path) -> int:
-    config = json.loads((folder / SHARD_CONFIG).read_text(encoding="utf-8"))
-    vectors = config.get("vectors", {})
-    params = vectors.get("") if isinstance(vectors, dict) and "" in vectors else vectors
-    if not isinstance(params, dict) or params.get("distance") != "Cosine" or "size" not in params:
-        raise PermanentError(
-            f"vector folder {folder} was not created by tiermem (expected one unnamed cosine "
-            "vector); remove it or use another TIERMEM_QDRANT__PATH",
-            details={"folder": str(folder)},
+@dataclass(frozen=True)
+class _ShardFile:
+    """What a shard was made with, as its config file records it."""
+
+    dim: int
+    shared: bool  # by many users (partitioned layout): graphs per user, none global
+    datatype: str = "float16"  # half the disk and RAM of float32; recall@10 0.9996 (ADR 0012)
+    memory: str | None = None
+    payload_memory: str | None = None
+
+    @classmethod
+    def read(cls, folder: Path) -> _ShardFile:
+        config = json.loads((folder / SHARD_CONFIG).read_text(encoding="utf-8"))
+        vectors = config.get("vectors", {})
+        params = vectors.get("") if isinstance(vectors, dict) and "" in vectors else vectors
+        if (
+            not isinstance(params, dict)
+            or params.get("distance") != "Cosine"
+            or "size" not in params
+        ):
+            raise PermanentError(
+                f"vector folder {folder} was not created by tiermem (expected one unnamed "
+                "cosine vector); remove it or use another TIERMEM_QDRANT__PATH",
+                details={"folder": str(folder)},
+            )
+        return cls(
+            dim=int(params["size"]),
+            shared="payload_m" in (config.get("hnsw_config") or {}),
+            datatype=params.get("datatype", "float32"),
+            memory=params.get("memory"),
+            payload_memory=config.get("payload_memory"),
         )
-    return int(params["size"])
+
+    def placed(self, placement: Placement) -> bool:
+        return self.memory == self.payload_memory == _PLACEMENT[placement]
+
+    def config(self, placement: Placement) -> qe.EdgeConfig:
+        memory = _MEMORY[_PLACEMENT[placement]]
+        params = qe.EdgeVectorParams(
+            size=self.dim,
+            distance=qe.Distance.Cosine,
+            datatype=_DATATYPES[self.datatype],
+            memory=memory,
+        )
+        # Qdrant's multitenancy setting for a shared shard: no global graph (a user's query
+        # is narrowed by the tenant index to their few points, scored exactly), graphs per
+        # user once a user holds enough points.
+        hnsw = (
+            qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
+            if self.shared
+            else None
+        )
+        return qe.EdgeConfig(vectors=params, hnsw_config=hnsw, payload_memory=memory)
 
 
 def _to_filter(payload_filter: PayloadFilter, *, has_ids: Sequence[str] = ()) -> qe.Filter:

@@ -38,6 +38,9 @@ SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
 SERVER_API_KEY = os.environ.get("TIERMEM_TEST_QDRANT_API_KEY")
 VALID_COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
+# Edge stores vectors as float16 (half the disk and memory, ADR 0012): ~3 decimal digits.
+FLOAT16 = 1e-3
+
 
 class NameFactory:
     """Fresh collection names under a per-test prefix, so runs on a shared server stay apart."""
@@ -123,7 +126,7 @@ def test_search_orders_by_cosine_with_scores(
     coll, ids = abcd
     hits = store.search(coll, np.array([1.0, 0.0, 0.0]), limit=3)
     assert [h.id for h in hits] == [ids["a"], ids["b"], ids["c"]]
-    assert [h.score for h in hits] == pytest.approx([1.0, 0.8, 0.0], abs=1e-5)
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.8, 0.0], abs=FLOAT16)
     assert hits[0].payload == {"type": "goal", "n": 1, "on": True}
     assert all(h.vector is None for h in hits)
     # Cosine ignores magnitude.
@@ -247,7 +250,7 @@ def test_retrieve_without_and_with_vectors(
     with_vec = store.retrieve(coll, [ids["b"]], with_vectors=True)
     assert len(with_vec) == 1 and with_vec[0].vector is not None
     # Cosine collections keep the unit vector.
-    assert with_vec[0].vector == pytest.approx(unit(0.8, 0.6, 0.0), abs=1e-5)
+    assert with_vec[0].vector == pytest.approx(unit(0.8, 0.6, 0.0), abs=FLOAT16)
     assert store.retrieve(coll, []) == []
 
 
@@ -277,7 +280,7 @@ def test_count_and_idempotent_upsert(store: QdrantVectorStore, names: NameFactor
     assert store.count(coll) == 2
     [hit] = store.retrieve(coll, [same], with_vectors=True)
     assert hit.payload == {"v": 2}
-    assert hit.vector == pytest.approx([0.6, 0.8], abs=1e-5)
+    assert hit.vector == pytest.approx([0.6, 0.8], abs=FLOAT16)
 
 
 def test_drop_and_list(store: QdrantVectorStore, names: NameFactory) -> None:
@@ -712,3 +715,54 @@ def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
         assert store.count(coll) == 0 and store.search(coll, [1.0, 0.0, 0.0], limit=3) == []
     finally:
         store.close()
+
+
+def _shard_config(folder: Path, coll: str) -> dict[str, Any]:
+    return json.loads((folder / coll / "edge_config.json").read_text())
+
+
+def test_edge_placement_setting_applies_when_a_shard_is_next_opened(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    folder, coll, point = tmp_path / "edge", names(), pid()
+    store = EdgeVectorStore(path=str(folder), placement="ram")
+    store.ensure_collection(coll, 3, tenant_field="tm_user")
+    store.upsert(coll, [VectorPoint(point, [0.0, 1.0, 0.0], {"tm_user": "u1"})])
+    store.close()
+    made = _shard_config(folder, coll)
+    assert made["vectors"][""]["memory"] == made["payload_memory"] == "pinned"
+    assert made["vectors"][""]["datatype"] == "float16"
+
+    again = EdgeVectorStore(path=str(folder), placement="disk")
+    try:
+        [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
+        assert hit.id == point
+    finally:
+        again.close()
+    moved = _shard_config(folder, coll)
+    assert moved["vectors"][""]["memory"] == moved["payload_memory"] == "cold"
+    # Only the placement changed: the tenant graphs' setting and the datatype stay.
+    assert moved["hnsw_config"] == made["hnsw_config"]
+    assert moved["vectors"][""]["datatype"] == "float16"
+
+
+def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    folder, coll, point = tmp_path / "edge", names(), pid()
+    folder.mkdir()
+    params = qdrant_edge.EdgeVectorParams(size=3, distance=qdrant_edge.Distance.Cosine)
+    shard = qdrant_edge.EdgeShard.create(str(folder / coll), qdrant_edge.EdgeConfig(vectors=params))
+    shard.update(
+        qdrant_edge.UpdateOperation.upsert_points(
+            [qdrant_edge.Point(point, [0.6, 0.8, 0.0], {"k": "v"})]
+        )
+    )
+    shard.close()
+    store = EdgeVectorStore(path=str(folder))
+    try:
+        [hit] = store.retrieve(coll, [point], with_vectors=True)
+        assert hit.vector == pytest.approx([0.6, 0.8, 0.0], abs=1e-6)  # still float32
+    finally:
+        store.close()
+    assert _shard_config(folder, coll)["vectors"][""].get("datatype", "float32") == "float32"
