@@ -19,6 +19,7 @@ from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
 from shared.ops import metrics
 from shared.ops.queues import RUN_TABLES, snapshot
+from shared.ops.vectors import VectorStats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -37,6 +38,17 @@ QUEUE_GAUGES = (
         "oldest_pending_age_s",
     ),
     ("tiermem_queue_paused", "1 while the queue is paused for maintenance", "paused"),
+)
+VECTOR_GAUGES = (
+    ("tiermem_vector_collections", "tiermem's vector collections", "collections"),
+    ("tiermem_vector_segments", "engine segments, all collections", "segments"),
+    ("tiermem_vector_indexed_vectors", "vectors in HNSW-indexed segments", "indexed_vectors"),
+    ("tiermem_vector_disk_bytes", "blocks the embedded folder holds", "disk_bytes"),
+    (
+        "tiermem_vector_other_layout_collections",
+        "collections of the other layout, waiting for `tiermem reindex`",
+        "other_layout_collections",
+    ),
 )
 TENANT_SERIES = (
     ("tiermem_tenant_turns_pending", "gauge", "turns waiting for extraction", "turns_pending"),
@@ -212,7 +224,24 @@ def _tenants(out: Exposition, tenants: list[Any]) -> None:
             out.sample(name, value, tenant=tenant.name)
 
 
-def render(*, session: Session, settings: Settings) -> str:
+def _vectors(out: Exposition, stats: VectorStats) -> None:
+    out.family("tiermem_vector_store_info", "gauge", "where vectors live (labels), always 1")
+    out.sample("tiermem_vector_store_info", 1, engine=stats.engine, layout=stats.layout)
+    for name, help_text, field in VECTOR_GAUGES:
+        out.family(name, "gauge", help_text)
+        out.sample(name, getattr(stats, field))
+    out.family("tiermem_vector_points", "gauge", "points per layout of their collection")
+    for layout, points in (stats.points_by_layout or {}).items():
+        out.sample("tiermem_vector_points", points, layout=layout)
+    name = "tiermem_vector_collections_by_optimizer"
+    out.family(
+        name, "gauge", "collections per optimizer state (ok, optimizing, pending, none, error)"
+    )
+    for state, count in (stats.optimizer or {}).items():
+        out.sample(name, count, state=state.split(":", 1)[0])
+
+
+def render(*, session: Session, settings: Settings, vectors: VectorStats | None = None) -> str:
     out = Exposition()
     workers = HeartbeatStore.from_settings(settings).read()  # once: queues and workers
     tenants = _queues(out, session, settings, workers)
@@ -221,4 +250,6 @@ def render(*, session: Session, settings: Settings) -> str:
     _guard(out, session)
     _workers(out, workers)
     _tenants(out, tenants)
+    if vectors is not None:
+        _vectors(out, vectors)
     return out.text()

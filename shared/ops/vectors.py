@@ -1,14 +1,21 @@
-"""The vector store as operators see it: engine, layout, collections, points and disk."""
+"""The vector store as operators see it: engine, layout, collections, points, segments,
+optimizer state and disk."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from shared.config import Settings
-from shared.vectors.base import VectorStore
+from shared.vectors.base import CollectionState, VectorStore
 from shared.vectors.scope import layout_of
+
+# Describing a collection opens it (a shard load on the embedded engine). With a collection
+# per user that is one per user, so past this many the view reports the count alone.
+MAX_DESCRIBED = 1_000
 
 
 class VectorStats(BaseModel):
@@ -16,10 +23,25 @@ class VectorStats(BaseModel):
     layout: str
     collections: int | None = Field(description="tiermem's collections (None: not readable)")
     points: int | None = Field(description="every point of every collection (None: unknown)")
+    points_by_layout: dict[str, int] | None = Field(
+        default=None, description="points in collections of each layout"
+    )
+    segments: int | None = Field(default=None, description="engine segments, all collections")
+    indexed_vectors: int | None = Field(
+        default=None,
+        description="vectors in HNSW-indexed segments (the rest are scored exactly, as a "
+        "user's few points in a partitioned collection always are)",
+    )
+    optimizer: dict[str, int] | None = Field(
+        default=None,
+        description="collections per optimizer state: ok, optimizing, pending (a server), "
+        "none (the embedded engine runs no background optimizer), error: <text>",
+    )
     disk_bytes: int | None = Field(description="blocks the embedded folder holds on disk")
     other_layout_collections: int | None = Field(
         description="collections of the other layout, waiting for `tiermem reindex`"
     )
+    note: str | None = Field(default=None, description="why some numbers are missing")
 
 
 def where_vectors_live(settings: Settings) -> str:
@@ -45,10 +67,31 @@ def vector_stats(*, settings: Settings, store: VectorStore | None) -> VectorStat
         other_layout_collections=None,
     )
     if store is None:
+        stats.note = "the folder belongs to another process: ask its API (GET /v1/ops/vectors)"
         return stats
     layouts = {c: layout_of(c, q.collection_prefix) for c in store.list_collections()}
-    ours = [c for c, layout in layouts.items() if layout]
+    ours = {c: layout for c, layout in layouts.items() if layout}
     stats.collections = len(ours)
-    stats.points = sum(store.count(c) for c in ours)
-    stats.other_layout_collections = sum(layouts[c] != q.layout for c in ours)
+    stats.other_layout_collections = sum(layout != q.layout for layout in ours.values())
+    if len(ours) > MAX_DESCRIBED:
+        stats.note = (
+            f"{len(ours):,} collections (a collection per user): points and segments are "
+            f"counted up to {MAX_DESCRIBED:,} collections"
+        )
+        return stats
+    states = {c: state for c in ours if (state := store.describe(c)) is not None}
+    _add_up(stats, states, ours)
     return stats
+
+
+def _add_up(
+    stats: VectorStats, states: dict[str, CollectionState], layouts: Mapping[str, str]
+) -> None:
+    by_layout: Counter[str] = Counter()
+    for name, state in states.items():
+        by_layout[layouts[name]] += state.points
+    stats.points = sum(by_layout.values())
+    stats.points_by_layout = dict(by_layout)
+    stats.segments = sum(s.segments for s in states.values())
+    stats.indexed_vectors = sum(s.indexed_vectors for s in states.values())
+    stats.optimizer = dict(Counter(s.optimizer for s in states.values()))

@@ -36,6 +36,18 @@ class VectorHit:
     vector: list[float] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CollectionState:
+    """What an operator asks of a collection: its size and whether the engine keeps up."""
+
+    points: int
+    segments: int
+    indexed_vectors: int  # in HNSW-indexed segments; the rest are scored exactly
+    # ok | optimizing (a server is rebuilding segments) | pending (a server waits for a write
+    # to start optimizing) | none (Qdrant Edge has no background optimizer) | error: <text>
+    optimizer: str
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """Named collections of fixed-dimension vectors under cosine distance, with JSON payloads."""
@@ -83,6 +95,10 @@ class VectorStore(Protocol):
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
         """Exact number of points (matching the filter); a missing collection gives 0."""
+        ...
+
+    def describe(self, collection: str) -> CollectionState | None:
+        """Points, segments and optimizer state; None for a missing collection."""
         ...
 
     def drop_collection(self, collection: str) -> None:

@@ -27,6 +27,7 @@ import qdrant_edge as qe
 
 from shared.errors import DomainError, InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    CollectionState,
     PayloadFilter,
     Vector,
     VectorHit,
@@ -277,6 +278,17 @@ class EdgeVectorStore:
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
         request = qe.CountRequest(filter=_to_filter(payload_filter) if payload_filter else None)
         return int(self._call(collection, lambda shard, _: shard.count(request), missing=0))
+
+    def describe(self, collection: str) -> CollectionState | None:
+        info: Any = self._call(collection, lambda shard, _: shard.info(), missing=None)
+        if info is None:
+            return None
+        return CollectionState(
+            points=info.points_count,
+            segments=info.segments_count,
+            indexed_vectors=info.indexed_vectors_count,
+            optimizer="none",  # nothing here runs optimize() (see the module's docstring)
+        )
 
     def drop_collection(self, collection: str) -> None:
         folder = self._folder(collection)

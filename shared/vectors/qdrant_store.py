@@ -17,6 +17,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    CollectionState,
     PayloadFilter,
     Vector,
     VectorHit,
@@ -42,6 +43,13 @@ Mode = Literal["server", "embedded", "memory"]
 _LOCK_MESSAGE = "is already accessed by another instance"
 # Gateway-type statuses mean "the server is not there right now", not "your request is bad".
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+# A collection's status as operators read it (Qdrant: green, yellow, grey, red).
+_OPTIMIZER = {
+    qm.CollectionStatus.GREEN: "ok",
+    qm.CollectionStatus.YELLOW: "optimizing",
+    qm.CollectionStatus.GREY: "pending",
+    qm.CollectionStatus.RED: "error",
+}
 # Local modes mirror each searched collection in an ExactIndex (about dim × 4 bytes per
 # point, 15 MB for 10k × 384). Above this many points a collection is left to Qdrant's
 # own search rather than doubling the process's memory for it.
@@ -476,6 +484,22 @@ class QdrantVectorStore:
                 self._known.pop(collection, None)
                 return 0
         return result.count
+
+    def describe(self, collection: str) -> CollectionState | None:
+        with self._lock:
+            try:
+                info = self._call(lambda: self._client.get_collection(collection))
+            except (UnexpectedResponse, ValueError) as exc:
+                if not self._is_missing(exc, collection):
+                    raise
+                return None
+        failed = getattr(info.optimizer_status, "error", None)
+        return CollectionState(
+            points=info.points_count or 0,
+            segments=info.segments_count,
+            indexed_vectors=info.indexed_vectors_count or 0,
+            optimizer=f"error: {failed}" if failed else _OPTIMIZER[info.status],
+        )
 
     def drop_collection(self, collection: str) -> None:
         with self._lock:

@@ -203,3 +203,9 @@ def test_the_operator_sees_the_vector_store(world: World) -> None:
     assert stats["engine"] == "edge" and stats["layout"] == "partitioned"
     assert stats["collections"] == 4 and stats["other_layout_collections"] == 0
     assert stats["points"] > 0 and stats["disk_bytes"] > 0
+    assert stats["points_by_layout"] == {"partitioned": stats["points"]}
+    assert stats["segments"] >= 4 and stats["optimizer"] == {"none": 4}
+    metrics = world.client.get("/metrics", headers=OPERATOR).text
+    assert f'tiermem_vector_points{{layout="partitioned"}} {stats["points"]}' in metrics
+    assert 'tiermem_vector_collections_by_optimizer{state="none"} 4' in metrics
+    assert 'tiermem_vector_store_info{engine="edge",layout="partitioned"} 1' in metrics

@@ -254,6 +254,18 @@ def test_retrieve_without_and_with_vectors(
     assert store.retrieve(coll, []) == []
 
 
+def test_describe_counts_points_and_names_the_optimizer_state(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]], names: NameFactory
+) -> None:
+    coll, _ = abcd
+    state = store.describe(coll)
+    assert state is not None and state.points == 4 and state.segments >= 1
+    assert 0 <= state.indexed_vectors <= state.points
+    # Edge runs no background optimizer; qdrant-client and a server report their status.
+    assert state.optimizer == ("none" if isinstance(store, EdgeVectorStore) else "ok")
+    assert store.describe(names()) is None
+
+
 def test_ids_are_canonical_uuids(store: QdrantVectorStore, names: NameFactory) -> None:
     coll = names()
     raw = uuid.uuid4()

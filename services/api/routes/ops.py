@@ -113,7 +113,11 @@ METRICS_DOC: dict[int | str, dict[str, Any]] = {
 @router.get("/metrics", response_model=None, responses=METRICS_DOC)
 def get_metrics(runtime: RuntimeDep, session: SessionDep, _: OperatorDep) -> PlainTextResponse:
     return PlainTextResponse(
-        prometheus.render(session=session, settings=runtime.settings),
+        prometheus.render(
+            session=session,
+            settings=runtime.settings,
+            vectors=vector_stats(settings=runtime.settings, store=runtime.vectors),
+        ),
         media_type=prometheus.CONTENT_TYPE,
     )
 
