@@ -1,5 +1,5 @@
-"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, repair-ids,
-tenants, sweep, ops, replay."""
+"""The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, compact,
+repair-ids, tenants, sweep, ops, replay."""
 
 from __future__ import annotations
 
@@ -311,6 +311,49 @@ def reindex(
     finally:
         runtime.close()
     console.print(f"reindexed {users} users, {points} active facts")
+
+
+@cli.command()
+def compact() -> None:
+    """Rewrite the embedded vector shards without the points of deleted users and memories
+    (run while serve is stopped: the folder takes one process). A Qdrant server does this
+    by itself."""
+    from shared.ops.vectors import disk_bytes
+    from shared.vectors import open_vector_store
+    from shared.vectors.scope import layout_of
+
+    settings = _settings()
+    try:
+        store = open_vector_store(settings)
+    except Unavailable as exc:
+        console.print(f"[red]cannot compact:[/red] {exc.message}")
+        raise typer.Exit(1) from exc
+    before = disk_bytes(settings.qdrant_path)
+    try:
+        prefix = settings.qdrant.collection_prefix
+        ours = [c for c in store.list_collections() if layout_of(c, prefix)]
+        with _progress() as progress:
+            task = progress.add_task("compacting collections", total=len(ours))
+            done = 0
+            for name in ours:
+                done += store.compact(name)
+                progress.advance(task)
+    finally:
+        store.close()
+    if not done:
+        console.print(
+            "nothing to compact: "
+            + (
+                f"deleted points are freed {store.reclaims_deleted}"
+                if ours
+                else "no vector collections yet"
+            )
+        )
+        return
+    after = disk_bytes(settings.qdrant_path) or 0
+    console.print(
+        f"compacted {done} collections: {(before or 0) / 1e6:,.1f} MB → {after / 1e6:,.1f} MB"
+    )
 
 
 @cli.command("repair-ids")

@@ -216,9 +216,7 @@ def load(
     if head_through is not None:
         head = tuple(
             message_entry(m, name, exact=exact_costs)
-            for m in session.execute(
-                _HEAD_MESSAGES, {"chat_id": chat.id, "through": head_through}
-            )
+            for m in session.execute(_HEAD_MESSAGES, {"chat_id": chat.id, "through": head_through})
         )
     if current_limit is None:
         current_rows = list(session.execute(_CURRENT_ALL, {"chat_id": chat.id, "after": covered}))

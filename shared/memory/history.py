@@ -384,8 +384,7 @@ def search_history(
     # Plain column tuples, not ORM objects: hydrating ~80 Message rows per search cost more
     # than the keyword query itself.
     rows = {
-        r.id: r
-        for r in session.execute(_HIT_ROWS, {"ids": candidates, "user_id": user.id}).all()
+        r.id: r for r in session.execute(_HIT_ROWS, {"ids": candidates, "user_id": user.id}).all()
     }
     live_vector = [
         mid for mid in vector if mid in rows and rows[mid].session_id != exclude_session_id

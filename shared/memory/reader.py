@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import delete
 from sqlmodel import Session, col, func, select
 
@@ -125,7 +125,14 @@ def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: 
     facts.delete([memory_id])
 
 
-def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, int]:
+class UserDeleted(BaseModel):
+    deleted: dict[str, int] = Field(description="SQL rows removed, per table")
+    disk_reclaimed: str = Field(
+        description="when the disk their vectors held is freed (they are unsearchable now)"
+    )
+
+
+def delete_user(*, runtime: Runtime, session: Session, user: User) -> UserDeleted:
     """Every SQL row of the user, then every vector of theirs (a rebuild would find nothing)."""
     spaces = (
         runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
@@ -139,9 +146,8 @@ def delete_user(*, runtime: Runtime, session: Session, user: User) -> dict[str, 
             counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
         session.delete(user)
         session.commit()
-        for space in spaces:
-            space.drop()
-    return counts
+        reclaimed = [space.drop() for space in spaces]
+    return UserDeleted(deleted=counts, disk_reclaimed=reclaimed[0])
 
 
 def export_user(*, session: Session, user: User) -> dict[str, Any]:

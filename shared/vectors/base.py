@@ -97,6 +97,16 @@ class VectorStore(Protocol):
         """Exact number of points (matching the filter); a missing collection gives 0."""
         ...
 
+    @property
+    def reclaims_deleted(self) -> str:
+        """When the disk that deleted points held is freed (told to whoever deletes a user)."""
+        ...
+
+    def compact(self, collection: str) -> bool:
+        """Rewrite the collection without its deleted points where the engine leaves that to
+        the caller (True: done); False where the engine does it by itself."""
+        ...
+
     def describe(self, collection: str) -> CollectionState | None:
         """Points, segments and optimizer state; None for a missing collection."""
         ...

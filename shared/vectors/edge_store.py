@@ -279,6 +279,45 @@ class EdgeVectorStore:
         request = qe.CountRequest(filter=_to_filter(payload_filter) if payload_filter else None)
         return int(self._call(collection, lambda shard, _: shard.count(request), missing=0))
 
+    @property
+    def reclaims_deleted(self) -> str:
+        return (
+            "at the next `tiermem compact` (run while serve is stopped: the embedded engine "
+            "has no background vacuum); no search returns the points meanwhile"
+        )
+
+    def compact(self, collection: str) -> bool:
+        """Copy the live points into a new shard and swap it in, so nothing of a deleted
+        point stays on disk (the engine's own vacuum leaves it in the write-ahead log). The
+        caller must own the store alone: a write meanwhile would land in the old shard."""
+        folder = self._folder(collection)
+        with self._lock:
+            entry = self._entry(collection)
+            if entry is None:
+                return False
+            old, _ = entry
+            made = _ShardFile.read(folder)
+            fresh_folder = self._path / f".compacting-{collection}"
+            shutil.rmtree(fresh_folder, ignore_errors=True)
+            fresh = _engine(
+                collection,
+                lambda: qe.EdgeShard.create(str(fresh_folder), made.config(self._placement)),
+            )
+            try:
+                _engine(collection, lambda: _copy_live_points(old, fresh))
+            finally:
+                _close_quietly(fresh)
+            self._open.pop(collection, None)
+            _close_quietly(old)
+            # A crash between the two renames leaves the collection missing, which `tiermem
+            # reindex` rebuilds from SQL; vectors are derived data.
+            trash = self._path / f".compacted-{collection}"
+            shutil.rmtree(trash, ignore_errors=True)
+            folder.rename(trash)
+            fresh_folder.rename(folder)
+            shutil.rmtree(trash)
+        return True
+
     def describe(self, collection: str) -> CollectionState | None:
         info: Any = self._call(collection, lambda shard, _: shard.info(), missing=None)
         if info is None:
@@ -301,7 +340,8 @@ class EdgeVectorStore:
                 logger.info("dropped vector collection", extra={"collection": collection})
 
     def list_collections(self) -> list[str]:
-        return sorted(p.parent.name for p in self._path.glob(f"*/{SHARD_CONFIG}"))
+        shards = (p.parent.name for p in self._path.glob(f"*/{SHARD_CONFIG}"))
+        return sorted(name for name in shards if _NAME.fullmatch(name))  # not a compaction's
 
     def close(self) -> None:
         with self._lock:
@@ -328,6 +368,21 @@ def _close_quietly(shard: qe.EdgeShard) -> None:
             step()
         except Exception:
             logger.warning("closing a vector shard failed", exc_info=True)
+
+
+def _copy_live_points(old: qe.EdgeShard, fresh: qe.EdgeShard) -> None:
+    """Payload indexes first (the tenant index co-locates a user's points), then the points."""
+    for field, index in old.info().payload_schema.items():
+        fresh.update(qe.UpdateOperation.create_field_index(field, index.params or index.data_type))
+    offset = None
+    while True:
+        request = qe.ScrollRequest(offset=offset, limit=1_000, with_payload=True, with_vector=True)
+        records, offset = old.scroll(request)
+        points = [qe.Point(r.id, r.vector, r.payload or {}) for r in records if r.vector]
+        if points:
+            fresh.update(qe.UpdateOperation.upsert_points(points))
+        if offset is None:
+            return
 
 
 def _engine(collection: str, fn: Callable[[], T]) -> T:

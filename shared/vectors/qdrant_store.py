@@ -485,6 +485,18 @@ class QdrantVectorStore:
                 return 0
         return result.count
 
+    @property
+    def reclaims_deleted(self) -> str:
+        if self.mode == "server":
+            return (
+                "when the server's vacuum optimizer rewrites the segment (by Qdrant's default "
+                "once 20 % of its points are deleted); no search returns the points meanwhile"
+            )
+        return "when this process exits (vectors held in memory)"
+
+    def compact(self, collection: str) -> bool:
+        return False  # a server vacuums by itself; memory mode frees on exit
+
     def describe(self, collection: str) -> CollectionState | None:
         with self._lock:
             try:

@@ -87,12 +87,14 @@ class UserVectors:
     def count(self) -> int:
         return self.store.count(self.collection, payload_filter=self._scoped())
 
-    def drop(self) -> None:
-        """Every point of the user (their collection, or their share of the tenant's)."""
+    def drop(self) -> str:
+        """Every point of the user (their collection, or their share of the tenant's);
+        returns when the disk they held is freed."""
         if self.user_key is None:
             self.store.drop_collection(self.collection)
-        else:
-            self.store.delete_where(self.collection, {USER_FIELD: self.user_key})
+            return "now (the user's collection was dropped)"
+        self.store.delete_where(self.collection, {USER_FIELD: self.user_key})
+        return self.store.reclaims_deleted
 
 
 def user_vectors(

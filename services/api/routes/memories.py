@@ -13,6 +13,7 @@ from shared.inputs import MAX_OFFSET, RequestModel
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,
+    UserDeleted,
     delete_memory,
     delete_user,
     export_user,
@@ -82,9 +83,9 @@ def remove_memory(
     return Response(status_code=204)
 
 
-@router.delete("")
-def remove_user(user: UserDep, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
-    return {"deleted": delete_user(runtime=runtime, session=session, user=user)}
+@router.delete("", response_model=UserDeleted)
+def remove_user(user: UserDep, session: SessionDep, runtime: RuntimeDep) -> UserDeleted:
+    return delete_user(runtime=runtime, session=session, user=user)
 
 
 @router.get("/export")
