@@ -2,15 +2,15 @@
 through the product's own code (messages by ingest, fact rows by the writer's row builder,
 vectors through Runtime.facts_of / messages_of), then a real `tiermem serve` restarted on it.
 
-    python -m bench.bench_users [--users 1000,10000] [--variants edge-partitioned,local-per_user]
-                                [--queries 300] [--max-local-users 2000]
+    python -m bench.bench_users [--users 1000,10000] [--variants edge-partitioned,edge-per_user]
+                                [--queries 300]
 
 Per size and variant: load time, disk (real blocks), restart → first memory search answered,
 the serve process's RSS, and memory-search and context p50/p95 over HTTP for random users.
 Vectors are random unit vectors: the bench measures the engine and the API, not the model
 (queries are embedded by the real model, so latency is real; relevance is not measured here).
-qdrant-client's local mode is run only up to --max-local-users (it loads every point into
-RAM and opens a collection per user).
+The engine is Qdrant Edge; the variant names the layout. (qdrant-client's local mode, the
+`local-per_user` variant of docs/benchmarks.md, was removed from tiermem after that run.)
 
 Results: printed, and written to bench/results/users.md.
 """
@@ -54,16 +54,15 @@ from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 
 FACTS, MESSAGES, DIM = 20, 20, 384
-VARIANTS = {"edge-partitioned": ("edge", "partitioned"), "local-per_user": ("local", "per_user")}
+VARIANTS = {"edge-partitioned": "partitioned", "edge-per_user": "per_user"}  # → layout
 QUERIES = ["where does she live", "what does he do for work", "favourite music", "any pets",
            "plans for next year", "who is her sister"]  # fmt: skip
 HEADERS = {"Authorization": "Bearer dev-app-key"}
 
 
-def env_for(folder: Path, engine: str, layout: str, port: int | None = None) -> dict[str, str]:
+def env_for(folder: Path, layout: str, port: int | None = None) -> dict[str, str]:
     env = {
         "TIERMEM_DATA_DIR": str(folder),
-        "TIERMEM_QDRANT__ENGINE": engine,
         "TIERMEM_QDRANT__LAYOUT": layout,
         "TIERMEM_LOG_LEVEL": "WARNING",
     }
@@ -77,11 +76,9 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def load(folder: Path, engine: str, layout: str, users: int, seed: int = 7) -> float:
+def load(folder: Path, layout: str, users: int, seed: int = 7) -> float:
     """Store `users` users; returns seconds."""
-    settings = Settings(
-        _env_file=None, data_dir=folder, qdrant={"engine": engine, "layout": layout}
-    )
+    settings = Settings(_env_file=None, data_dir=folder, qdrant={"layout": layout})
     upgrade_to_head(settings)
     runtime = Runtime(settings)
     rng, vrng = random.Random(seed), np.random.default_rng(seed)
@@ -152,13 +149,11 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def serve_and_measure(
-    folder: Path, engine: str, layout: str, users: int, queries: int
-) -> dict[str, Any]:
+def serve_and_measure(folder: Path, layout: str, users: int, queries: int) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     rng = random.Random(11)
-    env = child_env(env_for(folder, engine, layout, port))
+    env = child_env(env_for(folder, layout, port))
     service = Service("serve", [*tiermem_command(), "serve"], env,
                       folder / "serve.log")  # fmt: skip
     started = time.perf_counter()
@@ -199,24 +194,20 @@ def serve_and_measure(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", default="1000,10000")
-    parser.add_argument("--variants", default="edge-partitioned,local-per_user")
+    parser.add_argument("--variants", default="edge-partitioned")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--max-local-users", type=int, default=2000)
     parser.add_argument("--keep", action="store_true", help="keep the data folders")
     args = parser.parse_args(argv)
     rows = []
     for users in (int(u) for u in args.users.split(",")):
         for variant in args.variants.split(","):
-            engine, layout = VARIANTS[variant]
-            if engine == "local" and users > args.max_local_users:
-                rows.append(f"| {users:,} | {variant} | not run (above --max-local-users) |||||||")
-                continue
+            layout = VARIANTS[variant]
             folder = Path(tempfile.mkdtemp(prefix=f"tiermem-users-{variant}-{users}-"))
             print(f"{variant}, {users:,} users → {folder}", flush=True)
             try:
-                load_s = load(folder, engine, layout, users)
+                load_s = load(folder, layout, users)
                 disk = disk_mb(folder)
-                m = serve_and_measure(folder, engine, layout, users, args.queries)
+                m = serve_and_measure(folder, layout, users, args.queries)
             finally:
                 if not args.keep:
                     shutil.rmtree(folder, ignore_errors=True)
