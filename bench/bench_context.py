@@ -53,7 +53,6 @@ from bench.context_world import (
     load_sessions,
     log,
     open_world,
-    unsynced_qdrant_files,
     user_sessions,
     writer_facts,
 )
@@ -503,32 +502,6 @@ def measure_switches(runtime: Runtime, tenant_id: str,
     return out
 
 
-def upsert_cost(folder: Path, reps: int) -> dict[str, float]:
-    """An aside on the write path: one extraction turn's upsert of 10 points into an
-    embedded Qdrant folder under each TIERMEM_QDRANT__EMBEDDED_SYNC (full: a commit per
-    point with SQLite's default fsyncs, qdrant-client's own behaviour; normal: the same
-    commits in WAL mode with synchronous=NORMAL, the default)."""
-    import uuid
-
-    from shared.vectors import QdrantVectorStore, VectorPoint
-
-    rng = np.random.default_rng(1)
-    out = {}
-    for mode in ("full", "normal"):
-        store = QdrantVectorStore(path=str(folder / mode), embedded_sync=mode)  # type: ignore[arg-type]
-        ms = []
-        for _ in range(reps):
-            points = [VectorPoint(id=str(uuid.uuid4()), vector=rng.standard_normal(384),
-                                  payload={"type": "fact", "content": "x" * 60})
-                      for _ in range(10)]
-            started = time.perf_counter()
-            store.upsert("turn", points)
-            ms.append((time.perf_counter() - started) * 1000)
-        store.close()
-        out[f"EMBEDDED_SYNC={mode}"] = percentile(ms, 50)
-    return out
-
-
 # -- mem0 ------------------------------------------------------------------------------------
 
 
@@ -631,7 +604,7 @@ def git_state() -> str:
 
 def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list[Scenario],
            results: dict[str, dict[str, Any]], mem0: dict[str, Any] | None,
-           prompt: list[dict[str, Any]], upserts: dict[str, float], loads: tuple[str, str],
+           prompt: list[dict[str, Any]], loads: tuple[str, str],
            wall: float) -> str:
     ms = lambda v: f"{v:.1f}"  # noqa: E731
     lines = [
@@ -837,13 +810,6 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
                 f"{s.get('memories', 0)} / {s.get('earlier_messages', 0)} / "
                 f"{s.get('history', 0)} | {p['kept']} | {p['ours'] / p['full_tokens']:.1%} | "
                 f"{ms(p['p50'])} / {ms(p['p95'])} |")
-    if upserts:
-        lines += ["", "## Aside: the write path's vector upsert", "",
-                  "One extraction turn's 10 facts upserted into an embedded Qdrant folder "
-                  "(p50 of " f"{args.upsert_reps}): " + "; ".join(
-                      f"{mode}: {value:.1f} ms" for mode, value in upserts.items())
-                  + ". qdrant-client's local mode commits every point in its own SQLite "
-                  "transaction, and with SQLite's defaults every commit waits for an fsync."]
     return "\n".join(lines) + "\n"
 
 
@@ -875,8 +841,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prompt-queries", type=int, default=30)
     p.add_argument("--switch-queries", type=int, default=600,
                    help="queries for the A/B of proposed changes (0 to skip)")
-    p.add_argument("--upsert-reps", type=int, default=20,
-                   help="10-point upserts for the write-path aside (0 to skip)")
     p.add_argument("--mem0-queries-c", type=int, default=100,
                    help="mem0 queries on (c): embedded Qdrant filters 100k payloads in Python, "
                         "~1 s a query")
@@ -912,12 +876,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for sc in scenarios:
             folder = root / sc.key
             log(f"{sc.title}: loading into {folder}")
-            with unsynced_qdrant_files():
-                settings, runtime, tenant_id = open_world(folder)
-                runtime._embedder = PrecomputedEmbedder(cache)  # noqa: SLF001 - loading only
-                load_scenario(sc, runtime, tenant_id, cache, args)
-                cache.save()
-                runtime.close()
+            settings, runtime, tenant_id = open_world(folder)
+            runtime._embedder = PrecomputedEmbedder(cache)  # noqa: SLF001 - loading only
+            load_scenario(sc, runtime, tenant_id, cache, args)
+            cache.save()
+            runtime.close()
             log(f"{sc.title}: loaded in {sc.load_seconds:.0f}s; reopening and measuring")
             _, runtime, tenant_id = open_world(folder)  # fresh embedder, Qdrant from disk
             stream = query_stream(random.Random(SEED + ord(sc.key)))
@@ -948,9 +911,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                       args.prompt_queries)
                 cache.save()
             runtime.close()
-        upserts = upsert_cost(root / "upsert", args.upsert_reps) if args.upsert_reps else {}
         mem0 = None if args.no_mem0 else run_mem0(root / "mem0", mem0_python)
-        text = render(args, argv, scenarios, results, mem0, prompt, upserts,
+        text = render(args, argv, scenarios, results, mem0, prompt,
                       (load_start, load_average()), time.perf_counter() - wall)
         print(text)
         write_results(args.out, text)

@@ -2,15 +2,15 @@
 through the product's own code (messages by ingest, fact rows by the writer's row builder,
 vectors through Runtime.facts_of / messages_of), then a real `tiermem serve` restarted on it.
 
-    python -m bench.bench_users [--users 1000,10000] [--variants edge-partitioned,local-per_user]
-                                [--queries 300] [--max-local-users 2000]
+    python -m bench.bench_users [--users 1000,10000] [--variants edge-partitioned,edge-per_user]
+                                [--queries 300]
 
 Per size and variant: load time, disk (real blocks), restart → first memory search answered,
 the serve process's RSS, and memory-search and context p50/p95 over HTTP for random users.
 Vectors are random unit vectors: the bench measures the engine and the API, not the model
 (queries are embedded by the real model, so latency is real; relevance is not measured here).
-qdrant-client's local mode is run only up to --max-local-users (it loads every point into
-RAM and opens a collection per user).
+The engine is Qdrant Edge; the variant names the layout. (qdrant-client's local mode, the
+`local-per_user` variant of docs/benchmarks.md, was removed from tiermem after that run.)
 
 Results: printed, and written to bench/results/users.md.
 """
@@ -56,9 +56,9 @@ from shared.vectors import VectorPoint
 FACTS, MESSAGES, DIM = 20, 20, 384
 # Each variant is the TIERMEM_QDRANT__* settings it runs with.
 VARIANTS: dict[str, dict[str, str]] = {
-    "edge-partitioned": {"engine": "edge", "layout": "partitioned"},  # vector_memory=disk
-    "edge-partitioned-ram": {"engine": "edge", "layout": "partitioned", "vector_memory": "ram"},
-    "local-per_user": {"engine": "local", "layout": "per_user"},
+    "edge-partitioned": {"layout": "partitioned"},  # vector_memory=disk, the default
+    "edge-partitioned-ram": {"layout": "partitioned", "vector_memory": "ram"},
+    "edge-per_user": {"layout": "per_user"},
 }
 QUERIES = ["where does she live", "what does he do for work", "favourite music", "any pets",
            "plans for next year", "who is her sister"]  # fmt: skip
@@ -199,18 +199,14 @@ def serve_and_measure(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", default="1000,10000")
-    parser.add_argument("--variants", default="edge-partitioned,local-per_user")
+    parser.add_argument("--variants", default="edge-partitioned")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--max-local-users", type=int, default=2000)
     parser.add_argument("--keep", action="store_true", help="keep the data folders")
     args = parser.parse_args(argv)
     rows = []
     for users in (int(u) for u in args.users.split(",")):
         for variant in args.variants.split(","):
             qdrant = VARIANTS[variant]
-            if qdrant["engine"] == "local" and users > args.max_local_users:
-                rows.append(f"| {users:,} | {variant} | not run (above --max-local-users) |||||||")
-                continue
             folder = Path(tempfile.mkdtemp(prefix=f"tiermem-users-{variant}-{users}-"))
             print(f"{variant}, {users:,} users → {folder}", flush=True)
             try:

@@ -10,18 +10,16 @@ kept on disk between runs; they are exactly what the product's embedder returns.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import itertools
 import random
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from sqlalchemy import update
@@ -112,36 +110,13 @@ class PrecomputedEmbedder:
 # -- a world ---------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def unsynced_qdrant_files() -> Iterator[None]:
-    """While loading only: embedded Qdrant commits every point to its collection's SQLite
-    file in its own transaction, and with SQLite's defaults each commit waits for an fsync
-    (~10–20 ms a point here: 1,000 users × 190 points would take an hour). Without the
-    fsync the very same rows are written; the files are closed (and reopened with the
-    defaults) before anything is measured."""
-    from qdrant_client.local import persistence
-
-    original = persistence.CollectionPersistence._ensure_table
-
-    def ensure_table(self: Any) -> None:
-        self.storage.execute("PRAGMA synchronous=OFF")
-        self.storage.execute("PRAGMA journal_mode=MEMORY")
-        original(self)
-
-    persistence.CollectionPersistence._ensure_table = ensure_table  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        persistence.CollectionPersistence._ensure_table = original  # type: ignore[method-assign]
-
-
 def world_settings(folder: Path) -> Settings:
-    """The embedded default: SQLite file and a Qdrant folder under `folder`, local ONNX
+    """The embedded default: SQLite file and a Qdrant Edge folder under `folder`, local ONNX
     embeddings; no .env file and nothing from the environment that the args do not set."""
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
         data_dir=folder,
-        qdrant=QdrantSettings(path=str(folder / "qdrant")),
+        qdrant=QdrantSettings(),
         embeddings=EmbeddingSettings(),
         log_level="WARNING",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -79,10 +79,10 @@ class EmbeddingSettings(BaseModel):
 class QdrantSettings(BaseModel):
     """Exactly one of url / path / in_memory decides where vectors live."""
 
-    url: str | None = None
+    url: str | None = None  # a Qdrant server or cluster: the production path
     api_key: str | None = None
-    path: str | None = None  # unset (and no url) → <data_dir>/vectors (local engine: qdrant)
-    in_memory: bool = False
+    path: str | None = None  # an embedded Qdrant Edge folder; unset (no url) → <data_dir>/vectors
+    in_memory: bool = False  # qdrant-client's in-memory mode: tests and development only
     collection_prefix: str = "tm_"
     # per_user: a collection per user (few, large users); partitioned: a collection per
     # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
@@ -93,15 +93,25 @@ class QdrantSettings(BaseModel):
     # docs/benchmarks.md); ram: pinned, ~1 ms faster a search, RSS grows with every vector.
     # Applies to every shard when it is next opened.
     vector_memory: Literal["disk", "ram"] = "disk"
-    # The engine behind an embedded folder (path): edge = Qdrant Edge, Qdrant's own engine
-    # in-process (ADR 0012); local = qdrant-client's local mode (its pure-Python prototype).
-    engine: Literal["edge", "local"] = "edge"
-    # Embedded folder only. qdrant-client commits every point in its own SQLite transaction
-    # and, with SQLite's defaults, waits for fsyncs on each (~2.4 ms a point here). "normal":
-    # WAL with synchronous=NORMAL, which survives a killed process and may lose the last
-    # writes on a power cut (vectors are derived from SQL: `tiermem reindex` rebuilds them).
-    # "full": qdrant-client's own behaviour.
-    embedded_sync: Literal["normal", "full"] = "normal"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_the_local_engine(cls, data: Any) -> Any:
+        # TIERMEM_QDRANT__ENGINE chose between Qdrant Edge and qdrant-client's local mode
+        # until local mode was removed (ADR 0012). `edge` is ignored like any unknown
+        # setting; `local` is refused, since ignoring it would quietly serve an empty Edge
+        # store in place of the folder the user meant.
+        engine = data.get("engine") if isinstance(data, dict) else None
+        if engine is not None and str(engine).strip().lower() != "edge":
+            raise ValueError(
+                f"TIERMEM_QDRANT__ENGINE={engine} is no longer supported: qdrant-client's "
+                "local mode was removed and the embedded engine is Qdrant Edge (ADR 0012). "
+                "Unset TIERMEM_QDRANT__ENGINE, then run `tiermem reindex` once: it rebuilds "
+                "every user's vectors from SQL in the Edge folder (<data dir>/vectors unless "
+                "TIERMEM_QDRANT__PATH says otherwise); the old local-mode folder can then be "
+                "deleted. Or point TIERMEM_QDRANT__URL at a Qdrant server."
+            )
+        return data
 
 
 class RedisSettings(BaseModel):
@@ -265,8 +275,7 @@ class Settings(BaseSettings):
     def qdrant_path(self) -> str | None:
         if self.qdrant.url or self.qdrant.in_memory:
             return None
-        default = "vectors" if self.qdrant.engine == "edge" else "qdrant"
-        return self.qdrant.path or str(self.data_dir / default)
+        return self.qdrant.path or str(self.data_dir / "vectors")
 
     @computed_field  # type: ignore[prop-decorator]
     @property

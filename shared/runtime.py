@@ -19,7 +19,7 @@ from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.tenancy import KeyCache
-from shared.vectors import VectorStore, open_vector_store
+from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
 from shared.vectors.scope import Kind, UserVectors, other_layout_collections, user_vectors
 
 log = logging.getLogger(__name__)
@@ -125,14 +125,15 @@ def _warn_of_vectors_to_move(store: VectorStore, settings: Settings) -> None:
     """Vectors an earlier setting or version left where this one does not look: searches
     miss them until `tiermem reindex` rebuilds them from SQL."""
     q = settings.qdrant
-    earlier = settings.data_dir / "qdrant" / "collection"  # qdrant-client local mode's folder
-    if q.engine == "edge" and q.path is None and earlier.is_dir() and any(earlier.iterdir()):
+    earlier = local_mode_leftovers(settings)
+    if earlier is not None:
         log.warning(
-            "vectors of an earlier tiermem (qdrant-client local mode) are in %s; the embedded "
-            "engine is now Qdrant Edge in %s: run `tiermem reindex` once to rebuild them from "
-            "SQL (then the old folder can be deleted), or set TIERMEM_QDRANT__ENGINE=local",
-            earlier.parent,
+            "vectors of an earlier tiermem (qdrant-client's local mode, removed) are in %s "
+            "and nothing reads them: the embedded engine is Qdrant Edge in %s. Run `tiermem "
+            "reindex` once to rebuild every user's vectors there from SQL, then delete %s",
+            earlier,
             settings.qdrant_path,
+            earlier,
         )
     left = other_layout_collections(store, prefix=q.collection_prefix, layout=q.layout)
     if left:

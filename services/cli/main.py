@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from services.cli.ops import ops_cli
 from services.cli.replay import replay_cli
-from shared.config import Settings, get_settings
+from services.cli.settings import load_settings
+from shared.config import Settings
 from shared.errors import DomainError, Unavailable
 from shared.ingest import TranscriptLine
 
@@ -29,14 +30,6 @@ cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
 cli.add_typer(replay_cli, name="replay")
 console = Console(stderr=True)
-
-
-def _settings() -> Settings:
-    try:
-        return get_settings()
-    except ValueError as exc:  # pydantic's message names the variable to fix
-        console.print(f"[red]invalid settings:[/red] {exc}")
-        raise typer.Exit(2) from exc
 
 
 def _logging(settings: Settings) -> None:
@@ -59,7 +52,7 @@ def serve(
     from shared.db.migrate import upgrade_to_head
     from shared.runtime import Runtime
 
-    settings = _settings()
+    settings = load_settings()
     _logging(settings)
     upgrade_to_head(settings)
     runtime = Runtime(settings)
@@ -98,7 +91,7 @@ def api(
     """The API alone; workers run separately (`tiermem worker`) against TIERMEM_REDIS_URL."""
     import uvicorn
 
-    settings = _settings()
+    settings = load_settings()
     if not settings.redis_url:
         console.print(
             "[red]tiermem api needs TIERMEM_REDIS_URL[/red] to reach its workers; "
@@ -141,7 +134,7 @@ def worker(
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """A Celery worker on TIERMEM_REDIS_URL."""
-    settings = _settings()
+    settings = load_settings()
     if not settings.redis_url:
         console.print(
             "[red]tiermem worker needs TIERMEM_REDIS_URL[/red]; "
@@ -198,7 +191,7 @@ def worker(
 @cli.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Celery beat: schedules the outbox sweeper."""
-    _settings().data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
+    load_settings().data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
     from workers.celery_app import app
 
     app.start(["beat", "--loglevel", loglevel])
@@ -209,7 +202,7 @@ def migrate() -> None:
     """Upgrade the database to the newest schema (alembic upgrade head)."""
     from shared.db.migrate import upgrade_to_head
 
-    settings = _settings()
+    settings = load_settings()
     upgrade_to_head(settings)
     console.print(f"database at head: {settings.sqlalchemy_url.split('@')[-1]}")
 
@@ -236,7 +229,7 @@ def import_(
     from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
     from shared.transcripts import import_lines, read_jsonl
 
-    settings = _settings()
+    settings = load_settings()
     upgrade_to_head(settings)
     runtime = Runtime(settings)
     enqueue = _enqueuer(settings)
@@ -284,8 +277,9 @@ def reindex(
     from shared.memory.reindex import reindex_all
     from shared.runtime import Runtime
     from shared.tenancy import get_tenant_by_name
+    from shared.vectors import local_mode_leftovers
 
-    settings = _settings()
+    settings = load_settings()
     runtime = Runtime(settings)
     try:
         with Session(runtime.engine) as session:
@@ -311,6 +305,15 @@ def reindex(
     finally:
         runtime.close()
     console.print(f"reindexed {users} users, {points} active facts")
+    earlier = local_mode_leftovers(settings)
+    if earlier is not None and user is None and tenant is None:
+        console.print(
+            f"{earlier} holds an earlier tiermem's vectors (qdrant-client's local mode), now "
+            f"rebuilt in {settings.qdrant_path}: nothing reads it, delete it",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @cli.command()
@@ -322,7 +325,7 @@ def compact() -> None:
     from shared.vectors import open_vector_store
     from shared.vectors.scope import layout_of
 
-    settings = _settings()
+    settings = load_settings()
     try:
         store = open_vector_store(settings)
     except Unavailable as exc:
@@ -367,7 +370,7 @@ def repair_ids(
     from shared.db.engine import make_engine
     from shared.db.id_repair import apply_repairs, find_unreachable_ids
 
-    engine = make_engine(_settings())
+    engine = make_engine(load_settings())
     try:
         with Session(engine) as session:
             repairs = find_unreachable_ids(session)
@@ -389,7 +392,7 @@ def repair_ids(
 @cli.command()
 def sweep() -> None:
     """Re-enqueue extraction runs the broker lost (what beat runs every minute)."""
-    settings = _settings()
+    settings = load_settings()
     if not settings.redis_url:
         console.print("[red]needs TIERMEM_REDIS_URL[/red]: `tiermem serve` sweeps by itself.")
         raise typer.Exit(2)
@@ -419,7 +422,7 @@ def _key_command(*, name: str, create: bool, scope: str) -> None:
     from shared.db.migrate import upgrade_to_head
     from shared.tenancy import create_api_key, create_tenant, get_tenant_by_name
 
-    settings = _settings()
+    settings = load_settings()
     upgrade_to_head(settings)
     engine = make_engine(settings)
     try:

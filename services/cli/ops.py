@@ -15,7 +15,8 @@ from rich.live import Live
 from rich.table import Table
 from sqlmodel import Session
 
-from shared.config import Settings, get_settings
+from services.cli.settings import load_settings
+from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.vectors import vector_stats
@@ -96,7 +97,7 @@ def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[Worke
 @ops_cli.command()
 def status() -> None:
     """Print the queues, workers, tenants and latest failed runs once."""
-    settings = get_settings()
+    settings = load_settings()
     engine = make_engine(settings)
     try:
         with Session(engine) as session:
@@ -122,7 +123,7 @@ def watch(
     count: Annotated[int, typer.Option(min=0, help="stop after this many (0 = until Ctrl-C)")] = 0,
 ) -> None:
     """The same view, refreshed in place until Ctrl-C."""
-    settings = get_settings()
+    settings = load_settings()
     engine = make_engine(settings)
     shown = 0
     try:

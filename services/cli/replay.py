@@ -20,8 +20,9 @@ from rich.progress import (
 )
 from sqlmodel import Session
 
+from services.cli.settings import load_settings
 from shared import replay
-from shared.config import Settings, get_settings
+from shared.config import Settings
 from shared.errors import DomainError
 from shared.runtime import Runtime
 from shared.tenancy import get_tenant_by_name
@@ -33,7 +34,7 @@ console = Console(stderr=True)
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """This process's Runtime; a refused request prints its reason and exits 2."""
-    settings: Settings = get_settings()
+    settings: Settings = load_settings()
     if not settings.redis_url:
         console.print(
             "[red]tiermem replay needs TIERMEM_REDIS_URL[/red] (its workers take the replay "

@@ -19,7 +19,7 @@ MAX_DESCRIBED = 1_000
 
 
 class VectorStats(BaseModel):
-    engine: str = Field(description="edge | local (an embedded folder) | server | memory")
+    engine: str = Field(description="edge (an embedded folder) | server | memory")
     layout: str
     collections: int | None = Field(description="tiermem's collections (None: not readable)")
     points: int | None = Field(description="every point of every collection (None: unknown)")
@@ -46,7 +46,7 @@ class VectorStats(BaseModel):
 
 def where_vectors_live(settings: Settings) -> str:
     q = settings.qdrant
-    return "server" if q.url else "memory" if q.in_memory else q.engine
+    return "server" if q.url else "memory" if q.in_memory else "edge"
 
 
 def disk_bytes(folder: str | None) -> int | None:

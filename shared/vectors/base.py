@@ -125,7 +125,7 @@ class VectorStore(Protocol):
 
 
 def canonical_id(point_id: str) -> str:
-    # Validate here so every mode rejects a bad id alike (local mode would silently treat
+    # Validate here so every store rejects a bad id alike (in memory it would silently treat
     # it as missing on reads, the server answers 400) and ids compare by canonical form.
     try:
         return str(uuid.UUID(point_id))

@@ -1,9 +1,9 @@
-"""Who holds an embedded Qdrant folder: a small record kept beside qdrant-client's own lock.
+"""Who holds an embedded vector folder: a small record kept beside the folder's lock.
 
-qdrant-client's local mode locks its folder (one process per path) but cannot say who
-holds it. The process that gets the lock writes this record; a process that is refused
-reads it to name the holder. The lock decides and the record only names: a record left
-by a process that died is overwritten by the next owner and never blocks anyone.
+A lock on the folder lets one process open it but cannot say who holds it. The process
+that gets the lock writes this record; a process that is refused reads it to name the
+holder. The lock decides and the record only names: a record left by a process that died
+is overwritten by the next owner and never blocks anyone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-RECORD_NAME = ".tiermem-owner.json"  # inside the folder, next to qdrant-client's `.lock`
+RECORD_NAME = ".tiermem-owner.json"  # inside the folder, next to the lock file
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def record_path(folder: str | Path) -> Path:
 
 
 def write_owner(folder: str | Path) -> FolderOwner:
-    """Name this process as the folder's holder (call with qdrant-client's lock held)."""
+    """Name this process as the folder's holder (call with the folder's lock held)."""
     owner = FolderOwner.this_process()
     target = record_path(folder)
     scratch = target.with_name(f"{RECORD_NAME}.{owner.pid}.tmp")
@@ -106,8 +106,8 @@ def describe_holder(folder: str | Path) -> tuple[str, dict[str, Any]]:
     owner = read_owner(folder)
     if owner is None or owner.is_gone():
         return (
-            "another process that left no owner record (a qdrant-client program other "
-            "than tiermem, or an older tiermem)",
+            "another process that left no owner record (one still starting, or a record "
+            "removed by hand)",
             {},
         )
     if owner.is_this_process():

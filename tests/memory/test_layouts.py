@@ -1,9 +1,13 @@
 """Both layouts serve the same API, and `tiermem reindex` moves a store from one to the
 other from SQL: after the layout setting changes, every memory and message is found again
-and the other layout's collections are gone."""
+and the other layout's collections are gone. The same command brings over the data dir of
+a tiermem that stored vectors in qdrant-client's local mode, which every process names
+until then; a setting that still asks for that mode stops a command with what to do."""
 
 from __future__ import annotations
 
+import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,12 +15,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
 
 from services.api.main import create_app
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.extraction.pipeline import run_extraction
 from shared.runtime import Runtime
+from shared.vectors import local_mode_leftovers
 from shared.vectors.scope import layout_of
 from tests import factories as f
 from tests.conftest import APP_KEY, make_settings, tiermem_env
@@ -51,36 +58,44 @@ def found(client: TestClient) -> dict[str, Any]:
     }
 
 
-def reindex(settings: Settings, layout: str) -> None:
-    env = tiermem_env({
-        "TIERMEM_DATA_DIR": str(settings.data_dir),
-        "TIERMEM_QDRANT__LAYOUT": layout,
-        "TIERMEM_QDRANT__ENGINE": settings.qdrant.engine,
-    })  # fmt: skip
-    run = subprocess.run([sys.executable, "-m", "services.cli.main", "reindex"], env=env,
-                         capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[2])  # fmt: skip
-    assert run.returncode == 0, run.stderr
+def reindex(settings: Settings, layout: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`tiermem reindex` in its own process; its console writes to stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", "reindex"],
+        env=tiermem_env(
+            {"TIERMEM_DATA_DIR": str(settings.data_dir), "TIERMEM_QDRANT__LAYOUT": layout, **env}
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
-@pytest.mark.parametrize("engine", ["edge", "local"])
-def test_reindex_moves_the_store_between_layouts(tmp_path: Path, engine: str) -> None:
-    per_user = make_settings(tmp_path, qdrant={"layout": "per_user", "engine": engine})
-    upgrade_to_head(per_user)
-    client, runtime = api(per_user)
+def store_turns(settings: Settings) -> dict[str, Any]:
+    """Both users' turns through the API, extracted; what the searches then find."""
+    upgrade_to_head(settings)
+    client, runtime = api(settings)
     with client:
         for user, text in SAID.items():
             assert (
                 client.post(f"/v1/sessions/s-{user}/turns", json=f.turn(user, text)).status_code
                 == 202
             )
-        before = found(client)
+        stored = found(client)
     runtime.close()
-    assert before["memories"]["ana"] and before["memories"]["bo"] and before["history_vector_hits"]
+    assert stored["memories"]["ana"] and stored["memories"]["bo"] and stored["history_vector_hits"]
+    return stored
+
+
+def test_reindex_moves_the_store_between_layouts(tmp_path: Path) -> None:
+    per_user = make_settings(tmp_path, qdrant={"layout": "per_user"})
+    before = store_turns(per_user)
 
     for layout in ("partitioned", "per_user"):
-        reindex(per_user, layout)
-        settings = make_settings(tmp_path, qdrant={"layout": layout, "engine": engine})
+        run = reindex(per_user, layout)
+        assert run.returncode == 0, run.stderr
+        settings = make_settings(tmp_path, qdrant={"layout": layout})
         client, runtime = api(settings)
         with client:
             assert found(client) == before
@@ -89,3 +104,40 @@ def test_reindex_moves_the_store_between_layouts(tmp_path: Path, engine: str) ->
             # one collection per tenant (facts, messages) or per user (2 users × 2)
             assert len(runtime.vectors.list_collections()) == (2 if layout == "partitioned" else 4)
         runtime.close()
+
+
+def test_an_earlier_local_mode_folder_is_named_until_reindex_rebuilds_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(tmp_path)
+    before = store_turns(settings)
+    # The data dir as an earlier tiermem left it: vectors in qdrant-client's local mode
+    # under <data dir>/qdrant, none in Qdrant Edge's folder yet.
+    shutil.rmtree(settings.data_dir / "vectors")
+    earlier = settings.data_dir / "qdrant"
+    local_mode = QdrantClient(path=str(earlier))
+    local_mode.create_collection("tm_old", qm.VectorParams(size=2, distance=qm.Distance.COSINE))
+    local_mode.close()
+
+    client, runtime = api(settings)
+    with client, caplog.at_level(logging.WARNING, logger="shared.runtime"):
+        assert found(client)["memories"] == {"ana": [], "bo": []}  # nothing reads that folder
+    runtime.close()
+    [warning] = [r.getMessage() for r in caplog.records if "earlier tiermem" in r.getMessage()]
+    assert str(earlier.resolve()) in warning and "`tiermem reindex`" in warning
+
+    stale = reindex(settings, "partitioned", TIERMEM_QDRANT__ENGINE="local")
+    assert stale.returncode == 2
+    assert "TIERMEM_QDRANT__ENGINE=local is no longer supported" in stale.stderr
+    assert "Unset TIERMEM_QDRANT__ENGINE, then run `tiermem reindex`" in stale.stderr
+    assert "pydantic" not in stale.stderr and "Traceback" not in stale.stderr
+
+    run = reindex(settings, "partitioned")
+    assert run.returncode == 0, run.stderr
+    assert f"{earlier.resolve()} holds an earlier tiermem's vectors" in run.stderr
+    client, runtime = api(settings)
+    with client:
+        assert found(client) == before
+    runtime.close()
+    shutil.rmtree(earlier)
+    assert local_mode_leftovers(settings) is None  # deleted: the warning stops

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import hmac
 import json
@@ -14,6 +15,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +61,14 @@ def names_fixture() -> NameFactory:
     return NameFactory()
 
 
-@pytest.fixture(name="store", params=["memory", "path", "edge", "server"])
+@pytest.fixture(name="store", params=["memory", "edge", "server"])
 def store_fixture(
     request: pytest.FixtureRequest, tmp_path: Path, names: NameFactory
 ) -> Iterator[Any]:
     kind = request.param
     store: Any
-    if kind == "memory":
+    if kind == "memory":  # qdrant-client in memory: the server's protocol, in this process
         store = QdrantVectorStore(in_memory=True)
-    elif kind == "path":
-        store = QdrantVectorStore(path=str(tmp_path / "qdrant"))
     elif kind == "edge":
         store = EdgeVectorStore(path=str(tmp_path / "edge"))
     else:
@@ -188,6 +188,29 @@ def test_payload_filter_rejects_unmatchable_values(
         store.search(coll, [1.0, 0.0, 0.0], limit=3, payload_filter={"type": bad})
 
 
+def test_enum_filter_values_match_their_plain_values(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    class Type(enum.StrEnum):
+        FACT = "fact"
+
+    class N(enum.IntEnum):
+        FOUR = 4
+
+    coll, ids = abcd
+    for payload_filter in ({"type": Type.FACT, "n": N.FOUR}, {"type": [Type.FACT], "n": [N.FOUR]}):
+        hits = store.search(coll, [1.0, 0.0, 0.0], limit=5, payload_filter=payload_filter)
+        assert [h.id for h in hits] == [ids["d"]]
+
+
+def test_a_query_of_another_dimension_is_invalid_input(
+    store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]
+) -> None:
+    coll, _ = abcd
+    with pytest.raises(InvalidInput, match="dimensions"):
+        store.search(coll, [1.0, 0.0], limit=3)
+
+
 def test_delete(store: QdrantVectorStore, abcd: tuple[str, dict[str, str]]) -> None:
     coll, ids = abcd
     store.delete(coll, [ids["a"], pid()])  # an unknown id is not an error
@@ -208,7 +231,7 @@ def test_delete_only_what_also_matches_the_filter(
         ids["c"],
         ids["d"],
     }
-    # still searchable after a filtered delete (the local modes' index follows it)
+    # still searchable after a filtered delete
     assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=1)] == [ids["a"]]
 
 
@@ -407,117 +430,18 @@ def test_close_is_idempotent_and_final(store: QdrantVectorStore) -> None:
         store.count("anything")
 
 
-# -- embedded folder -----------------------------------------------------------------------
-
-
-def test_path_mode_persists_across_reopen(tmp_path: Path, names: NameFactory) -> None:
-    folder = str(tmp_path / "qdrant")
-    coll = names()
-    kept, gone = pid(), pid()
-    with QdrantVectorStore(path=folder) as store:
-        store.upsert(
-            coll,
-            [VectorPoint(kept, [1.0, 0.0], {"k": "kept"}), VectorPoint(gone, [0.0, 1.0], {})],
-        )
-        store.delete(coll, [gone])
-    with QdrantVectorStore(path=folder) as store:
-        assert store.list_collections() == [coll]
-        assert store.count(coll) == 1
-        [hit] = store.search(coll, [1.0, 0.1], limit=5)
-        assert (hit.id, hit.payload) == (kept, {"k": "kept"})
-        # The reopened store learns the dimension from the collection, not from a cache.
-        with pytest.raises(PermanentError):
-            store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
-
-
-def test_second_client_on_same_folder_is_unavailable_with_a_hint(tmp_path: Path) -> None:
-    folder = tmp_path / "qdrant"
-    first = QdrantVectorStore(path=str(folder))
-    try:
-        with pytest.raises(Unavailable) as err:
-            QdrantVectorStore(path=str(folder))
-        message = err.value.message
-        assert str(folder.resolve()) in message
-        assert "another vector store in this same process" in message
-        assert "tiermem serve" in message
-        assert "TIERMEM_QDRANT__URL" in message
-        assert err.value.details["path"] == str(folder.resolve())
-        assert err.value.details["holder"]["pid"] == os.getpid()
-        assert err.value.code == "unavailable"
-    finally:
-        first.close()
-    assert read_owner(folder) is None  # closing removes the record...
-    QdrantVectorStore(path=str(folder)).close()  # ...and releases the folder lock
-
-
-def test_a_refused_open_names_the_process_holding_the_folder(tmp_path: Path) -> None:
-    folder = tmp_path / "qdrant"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from shared.vectors import QdrantVectorStore\n"
-            "store = QdrantVectorStore(path=sys.argv[1])\n"
-            "print('open', flush=True)\n"
-            "time.sleep(120)\n",
-            str(folder),
-        ],
-        stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
-        with pytest.raises(Unavailable) as err:
-            QdrantVectorStore(path=str(folder))
-        message = err.value.message
-        assert f"{folder.resolve()} is held by pid {holder.pid} on host " in message
-        assert socket.gethostname() in message and str(folder) in message  # its argv
-        assert err.value.details["holder"]["pid"] == holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_a_stale_owner_record_does_not_block(tmp_path: Path) -> None:
-    """The record only names the holder; qdrant-client's lock decides. A record left by a
-    process that died is taken over."""
-    folder = tmp_path / "qdrant"
-    folder.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    stale = FolderOwner(pid=int(dead.stdout), hostname=socket.gethostname(), argv=["gone"])
-    record_path(folder).write_text(json.dumps(dataclasses.asdict(stale)))
-    assert read_owner(folder) == stale and stale.is_gone()
-
-    store = QdrantVectorStore(path=str(folder))
-    try:
-        owner = read_owner(folder)
-        assert owner is not None and owner.pid == os.getpid()
-    finally:
-        store.close()
-
-
 # -- construction ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {},
-        {"url": "http://localhost:6333", "path": "/tmp/x"},
-        {"url": "http://localhost:6333", "in_memory": True},
-        {"path": "/tmp/x", "in_memory": True},
-    ],
-)
+@pytest.mark.parametrize("kwargs", [{}, {"url": "http://localhost:6333", "in_memory": True}])
 def test_constructor_needs_exactly_one_target(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match="exactly one of url, path or in_memory"):
+    with pytest.raises(ValueError, match="exactly one of url or in_memory"):
         QdrantVectorStore(**kwargs)  # type: ignore[arg-type]
 
 
-def test_api_key_only_with_url(tmp_path: Path) -> None:
+def test_api_key_only_with_url() -> None:
     with pytest.raises(ValueError, match="api_key"):
-        QdrantVectorStore(path=str(tmp_path), api_key="k")
+        QdrantVectorStore(in_memory=True, api_key="k")
 
 
 def test_unreachable_server_is_unavailable() -> None:
@@ -542,32 +466,21 @@ def _settings(tmp_path: Path, **qdrant: object) -> Settings:
     )
 
 
-def test_from_settings_chooses_the_mode(tmp_path: Path) -> None:
-    with QdrantVectorStore.from_settings(_settings(tmp_path, in_memory=True)) as store:
-        assert store.mode == "memory"
+def test_the_settings_choose_the_store(tmp_path: Path) -> None:
+    with closing(open_vector_store(_settings(tmp_path, in_memory=True))) as store:
+        assert isinstance(store, QdrantVectorStore) and store.mode == "memory"
 
-    opened = open_vector_store(_settings(tmp_path))  # the default: Qdrant Edge in the data dir
-    try:
-        assert isinstance(opened, EdgeVectorStore) and opened.mode == "embedded"
+    with closing(open_vector_store(_settings(tmp_path))) as store:  # Qdrant Edge in the data dir
+        assert isinstance(store, EdgeVectorStore) and store.mode == "embedded"
         assert (tmp_path / "data" / "vectors").is_dir()
-    finally:
-        opened.close()
 
-    opened = open_vector_store(_settings(tmp_path, engine="local"))
-    try:
-        assert isinstance(opened, QdrantVectorStore) and opened.mode == "embedded"
-        assert (tmp_path / "data" / "qdrant").is_dir()
-    finally:
-        opened.close()
+    nested = tmp_path / "a" / "b" / "vectors"
+    with closing(open_vector_store(_settings(tmp_path, path=str(nested)))) as store:
+        assert isinstance(store, EdgeVectorStore) and nested.is_dir()
 
-    nested = tmp_path / "a" / "b" / "qdrant"
-    with QdrantVectorStore.from_settings(_settings(tmp_path, path=str(nested))) as store:
-        assert store.mode == "embedded" and nested.is_dir()
-
-    with QdrantVectorStore.from_settings(
-        _settings(tmp_path, url="https://127.0.0.1:1", api_key="k")
-    ) as store:
-        assert store.mode == "server"
+    server = _settings(tmp_path, url="https://127.0.0.1:1", api_key="k")
+    with closing(open_vector_store(server)) as store:
+        assert isinstance(store, QdrantVectorStore) and store.mode == "server"
 
 
 # -- naming ------------------------------------------------------------------------------------
@@ -631,30 +544,6 @@ def test_point_id_is_deterministic() -> None:
         point_id("a\x1fb")
 
 
-@pytest.mark.parametrize(("sync", "journal"), [("normal", "wal"), ("full", "delete")])
-def test_embedded_sync_sets_the_collection_files_journal(
-    tmp_path: Path, sync: str, journal: str
-) -> None:
-    import sqlite3
-
-    settings = Settings(qdrant=QdrantSettings(path=str(tmp_path / "q"), embedded_sync=sync))
-    store = QdrantVectorStore.from_settings(settings)
-    try:
-        store.ensure_collection("c1", 4)
-        store.upsert("c1", [VectorPoint(id=str(uuid.uuid4()), vector=[1, 0, 0, 0], payload={})])
-    finally:
-        store.close()
-    files = list((tmp_path / "q").rglob("storage.sqlite"))
-    assert files, "the embedded collection keeps its points in an SQLite file"
-    with sqlite3.connect(files[0]) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == journal
-    reopened = QdrantVectorStore.from_settings(settings)  # and the points are still there
-    try:
-        assert reopened.count("c1") == 1
-    finally:
-        reopened.close()
-
-
 # -- Qdrant Edge folder ---------------------------------------------------------------------
 
 
@@ -696,6 +585,46 @@ def test_a_second_edge_store_on_a_held_folder_is_refused_naming_the_holder(
         holder.kill()
         holder.wait()
     EdgeVectorStore(path=str(folder)).close()  # the lock died with its holder
+
+
+def test_a_second_store_on_a_folder_this_process_holds_is_refused_with_a_hint(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "edge"
+    first = EdgeVectorStore(path=str(folder))
+    try:
+        with pytest.raises(Unavailable) as err:
+            EdgeVectorStore(path=str(folder))
+        message = err.value.message
+        assert str(folder.resolve()) in message
+        assert "another vector store in this same process" in message
+        assert "tiermem serve" in message and "TIERMEM_QDRANT__URL" in message
+        assert err.value.details["path"] == str(folder.resolve())
+        assert err.value.details["holder"]["pid"] == os.getpid()
+        assert err.value.code == "unavailable"
+    finally:
+        first.close()
+    assert read_owner(folder) is None  # closing removes the record...
+    EdgeVectorStore(path=str(folder)).close()  # ...and releases the folder lock
+
+
+def test_a_stale_owner_record_does_not_block(tmp_path: Path) -> None:
+    """The record only names the holder; the folder's lock decides. A record left by a
+    process that died is taken over."""
+    folder = tmp_path / "edge"
+    folder.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = FolderOwner(pid=int(dead.stdout), hostname=socket.gethostname(), argv=["gone"])
+    record_path(folder).write_text(json.dumps(dataclasses.asdict(stale)))
+    assert read_owner(folder) == stale and stale.is_gone()
+
+    store = EdgeVectorStore(path=str(folder))
+    try:
+        owner = read_owner(folder)
+        assert owner is not None and owner.pid == os.getpid()
+    finally:
+        store.close()
 
 
 def test_edge_keeps_a_bounded_set_of_shards_open_and_loses_nothing(
