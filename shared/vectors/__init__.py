@@ -35,7 +35,7 @@ def open_vector_store(settings: Settings) -> VectorStore:
 
         return EdgeVectorStore(path=settings.qdrant_path, placement=q.vector_memory)
     if q.url:
-        return QdrantVectorStore(url=q.url, api_key=q.api_key)
+        return QdrantVectorStore(url=q.url, api_key=q.api_key, placement=q.vector_memory)
     return QdrantVectorStore(in_memory=True)
 
 

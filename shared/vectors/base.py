@@ -6,7 +6,7 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,22 @@ from shared.errors import InvalidInput
 Vector = npt.NDArray[np.floating[Any]] | Sequence[float]
 # {"key": value} must equal; {"key": [v1, v2]} must equal one of them (values: str, int, bool).
 PayloadFilter = dict[str, Any]
+# Where an engine keeps vectors and payloads (TIERMEM_QDRANT__VECTOR_MEMORY): "disk" reads
+# them from files through the page cache, "ram" holds them in memory.
+Placement = Literal["disk", "ram"]
+
+
+# A collection shared by many users (its `tenant_field` set), on every engine: Qdrant's
+# multitenancy setting — no global graph (a user's query is narrowed by the tenant index to
+# their few points, scored exactly), a graph per user once a user outgrows a full scan.
+class HnswSetting(TypedDict):
+    m: int
+    ef_construct: int
+    full_scan_threshold: int  # KB of vectors
+    payload_m: int
+
+
+SHARED_HNSW = HnswSetting(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
 
 
 # eq=False: comparing two points would compare numpy arrays, whose truth value is ambiguous.

@@ -27,8 +27,10 @@ import qdrant_edge as qe
 
 from shared.errors import DomainError, InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    SHARED_HNSW,
     CollectionState,
     PayloadFilter,
+    Placement,
     Vector,
     VectorHit,
     VectorPoint,
@@ -49,10 +51,8 @@ MAX_OPEN_SHARDS = 64
 _CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 T = TypeVar("T")
-Placement = Literal["disk", "ram"]
-# Where a shard's vectors and payloads live (docs/decisions/0012): "disk" reads them from
-# the files through the page cache, so RSS grows with the users searched, not the users
-# stored; "ram" pins them (about 1 ms faster a search, RSS grows with every vector).
+# "disk": RSS grows with the users searched, not the users stored; "ram": about 1 ms faster
+# a search, RSS grows with every vector (ADR 0012).
 _PLACEMENT: dict[Placement, str] = {"disk": "cold", "ram": "pinned"}  # vectors and payloads
 _MEMORY = {"cold": qe.Memory.Cold, "pinned": qe.Memory.Pinned}
 _DATATYPES = {
@@ -449,14 +449,7 @@ class _ShardFile:
             datatype=_DATATYPES[self.datatype],
             memory=memory,
         )
-        # Qdrant's multitenancy setting for a shared shard: no global graph (a user's query
-        # is narrowed by the tenant index to their few points, scored exactly), graphs per
-        # user once a user holds enough points.
-        hnsw = (
-            qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
-            if self.shared
-            else None
-        )
+        hnsw = qe.HnswIndexConfig(**SHARED_HNSW) if self.shared else None
         return qe.EdgeConfig(vectors=params, hnsw_config=hnsw, payload_memory=memory)
 
 

@@ -16,8 +16,10 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    SHARED_HNSW,
     CollectionState,
     PayloadFilter,
+    Placement,
     Vector,
     VectorHit,
     VectorPoint,
@@ -60,6 +62,7 @@ class QdrantVectorStore:
         url: str | None = None,
         in_memory: bool = False,
         api_key: str | None = None,
+        placement: Placement = "disk",
     ) -> None:
         if bool(url) == in_memory:
             given = "both" if url else "neither"
@@ -68,6 +71,7 @@ class QdrantVectorStore:
             raise ValueError("api_key only applies to a Qdrant server (url)")
 
         self._url = url
+        self._placement = placement
         self._mode: Mode = "server" if url else "memory"
         # Server requests are independent HTTP calls; the in-memory client shares numpy
         # arrays between calls, so it needs serializing.
@@ -179,9 +183,19 @@ class QdrantVectorStore:
             )
 
     def _create(self, collection: str, dim: int, tenant_field: str | None) -> int:
-        config = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
+        # What Qdrant Edge makes of the same settings (edge_store._ShardFile.config), so the
+        # query plan is one from a laptop to a cluster; in-memory mode ignores all of it.
+        on_disk = self._placement == "disk"
+        config = qm.VectorParams(
+            size=dim, distance=qm.Distance.COSINE, datatype=qm.Datatype.FLOAT16, on_disk=on_disk
+        )
+        hnsw = qm.HnswConfigDiff(**SHARED_HNSW) if tenant_field is not None else None
         try:
-            self._call(lambda: self._client.create_collection(collection, vectors_config=config))
+            self._call(
+                lambda: self._client.create_collection(
+                    collection, vectors_config=config, hnsw_config=hnsw, on_disk_payload=on_disk
+                )
+            )
             if tenant_field is not None and self._mode == "server":
                 # Qdrant's multitenancy: the user key as a tenant index keeps each user's
                 # points together on disk and makes the filtered search per user fast.
