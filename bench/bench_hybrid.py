@@ -1,6 +1,8 @@
-"""Message search on LoCoMo: the product's SQL full-text + vectors fused in Python, against
-Qdrant Edge's in-engine hybrid (dense + BM25 sparse prefetches fused by RRF), same messages,
-same embeddings, same candidate depth and RRF k.
+"""Message search on LoCoMo: the product's history search — the engine's dense and BM25 sparse
+lists fused in Python (ADR 0013), and its SQL path (SQL full-text + dense, what answers
+when the engine cannot) — against Qdrant Edge shards queried directly (dense + BM25 sparse
+prefetches fused by RRF in the engine, and variants), same messages, same embeddings, same
+candidate depth and RRF k.
 
     python -m bench.bench_hybrid [--data /work/shared/data/locomo-dev/locomo-dev.json]
                                  [--sql sqlite,postgres] [--rounds 3] [--bm25-avg-len 256]
@@ -15,13 +17,15 @@ message (speaker_a as user, speaker_b as assistant, dia_id as external_id, the s
 as created_at); a question is found at k when one of its evidence turns is among the first k
 hits (any@k), all of them (all@k). Only aggregate numbers are written.
 
-Per SQL backend: messages are stored by the product's ingest and embedded into the product's
-message collection by the worker's own `index_messages` (embedded Edge, partitioned layout),
-then searched by `search_history` (what GET /v1/users/{u}/history/search calls) and its two
-halves. The Edge shards are built beside it from the same rows and the very vectors the
-product stored: one point per message, the dense vector (small talk has none, as in the
-product) and a BM25 sparse vector (Edge's Bm25, IDF modifier) or a BM25-scored payload text
-index. Every method ends with the hits' rows read from SQL, as an API answer needs them.
+Per SQL backend: messages are stored by the product's ingest and written into the product's
+message collection by the worker's own `index_messages` (embedded Edge, partitioned layout:
+dense and BM25 sparse vectors), then searched by `search_history` (what GET
+/v1/users/{u}/history/search calls), by its SQL path (`search_history_in_sql`) and by
+their halves. The Edge shards are built beside it from the same rows and the very vectors
+the product stored: one point per message, the dense vector (small talk has none, as in
+the product) and a BM25 sparse vector (Edge's Bm25, IDF modifier) or a BM25-scored payload
+text index. Every method ends with the hits' rows read from SQL, as an API answer needs
+them.
 Latency is in-process, query embedding excluded (the same for every method, reported once);
 methods take turns per question, so machine noise falls on all alike: compare as ratios.
 
@@ -74,6 +78,7 @@ from shared.memory.history import (
     keyword_search,
     rebuild_keyword_index,
     search_history,
+    search_history_in_sql,
     vector_search,
 )
 from shared.runtime import Runtime
@@ -435,6 +440,13 @@ def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict
                               query_vector=v)  # fmt: skip
         return [h.external_id for h in hits]
 
+    def in_sql(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
+        depth = K * CANDIDATES_PER_RESULT
+        ids = vector_search(runtime=runtime, user=u, query=q.text, limit=depth, query_vector=v)
+        hits = search_history_in_sql(runtime=runtime, session=s, user=u, query=q.text, k=K,
+                                     by_meaning=ids)  # fmt: skip
+        return [h.external_id for h in hits]
+
     def keyword(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
         return hit_rows(s, u, keyword_search(session=s, user_id=u.id, query=q.text, limit=K))
 
@@ -451,7 +463,10 @@ def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict
         return run
 
     found: dict[str, Method] = {
-        "product: SQL full-text + dense, RRF in Python (search_history)": hybrid,
+        "product: engine's dense + BM25 sparse lists, RRF in Python (search_history)": hybrid,
+        "product's SQL path: SQL full-text + dense, RRF in Python (search_history_in_sql)": (
+            in_sql
+        ),
         "product: SQL full-text only (keyword_search)": keyword,
         "product: dense only (vector_search)": dense,
     }
@@ -596,7 +611,8 @@ def run_backend(backend: str, args: argparse.Namespace, data: Dataset, root: Pat
            f"random vectors) | {product.pad_s:.0f} s | |"] if args.pad_users else []),
         f"| SQL keyword index ({'FTS5 rebuild' if backend == 'sqlite' else 'GIN reindex'}) "
         f"| {kw_s:.3f} s | {kw_mb:.2f} MB |",
-        f"| product message vectors (index_messages; embedding {product.embed_s:.1f} s "
+        f"| product message points (index_messages: dense + sparse, indexed_at set; "
+        f"embedding {product.embed_s:.1f} s "
         f"not counted) | {product.vector_index_s:.2f} s | {product_vectors_mb:.2f} MB |",
         *(f"| {i.variant.title}: {i.points} points (vectors precomputed) | {i.build_s:.2f} s "
           f"| {edge_mb[i.variant.key]:.2f} MB |" for i in edges),
@@ -629,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             shutil.rmtree(root, ignore_errors=True)
     messages = sum(map(len, data.sessions.values()))
     report = "\n".join([
-        "# Message search: SQL full-text + vectors in Python, or hybrid in Qdrant Edge "
+        "# Message search: the product's history search, and Qdrant Edge queried directly "
         "(bench/bench_hybrid.py)", "",
         f"{machine_line()}; load {load}",
         f"`{command_line('bench.bench_hybrid', argv)}`", "",

@@ -20,9 +20,19 @@ from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
-from shared.vectors.scope import Kind, UserVectors, other_layout_collections, user_vectors
+from shared.vectors.scope import (
+    Kind,
+    UserVectors,
+    message_collections_without_sparse,
+    other_layout_collections,
+    user_vectors,
+)
 
 log = logging.getLogger(__name__)
+
+# At startup, how many message collections are checked for sparse vectors (on a server,
+# a request each); history search says the same of any other one when it meets it.
+OUTDATED_CHECKED = 20
 
 
 class Runtime:
@@ -143,6 +153,17 @@ def _warn_of_vectors_to_move(store: VectorStore, settings: Settings) -> None:
             "rebuilds every user in this layout from SQL (and drops them)",
             len(left),
             q.layout,
+        )
+    outdated = message_collections_without_sparse(
+        store, prefix=q.collection_prefix, layout=q.layout, limit=OUTDATED_CHECKED
+    )
+    if outdated:
+        log.warning(
+            "%d message collections (of the first %d looked at) were made by a tiermem before "
+            "sparse vectors: history search answers their users from SQL full-text and dense "
+            "vectors, without the engine's hybrid search, until `tiermem reindex` remakes them",
+            len(outdated),
+            OUTDATED_CHECKED,
         )
 
 

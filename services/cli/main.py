@@ -271,7 +271,8 @@ def reindex(
     user: Annotated[str | None, typer.Option(help="only this user id")] = None,
     tenant: Annotated[str | None, typer.Option(help="tenant name")] = None,
 ) -> None:
-    """Rebuild Qdrant collections from SQL (the system of record)."""
+    """Rebuild vector collections from SQL (the system of record), message collections with
+    their sparse vectors."""
     from sqlmodel import Session
 
     from shared.memory.reindex import reindex_all

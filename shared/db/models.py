@@ -71,6 +71,14 @@ class Message(SQLModel, table=True):
         UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),
         UniqueConstraint("session_id", "external_id", name="uq_messages_session_ext"),
         Index("ix_messages_status_created", "extraction_status", "received_at"),
+        # History search asks whether a user has messages the vector engine does not hold
+        # yet; the index holds only those, so it stays as small as the worker's backlog.
+        Index(
+            "ix_messages_unindexed",
+            "user_id",
+            sqlite_where=text("indexed_at IS NULL"),
+            postgresql_where=text("indexed_at IS NULL"),
+        ),
     )
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
@@ -88,6 +96,10 @@ class Message(SQLModel, table=True):
     # pending → queued for extraction; done / failed / skipped; "none" for replies
     extraction_status: str = Field(default="none", max_length=16)
     run_id: str | None = Field(default=None, max_length=36)
+    # When the worker wrote the message into the user's message collection with its sparse
+    # vector (ADR 0013): from then on history search finds it in the engine; before, SQL
+    # full-text does.
+    indexed_at: dt.datetime | None = None
 
 
 class Fact(SQLModel, table=True):

@@ -17,7 +17,7 @@ from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
-from shared.memory.history import index_messages
+from shared.memory.history import index_messages, turn_message_ids
 from shared.memory.writer import provenance_for, write_facts
 from shared.runs import record_error
 from shared.runtime import Runtime
@@ -78,7 +78,9 @@ def run_extraction(
                 runtime=runtime,
                 tenant_id=run.tenant_id,
                 user_id=run.user_id,
-                message_ids=[i for i in (run.message_id, run.reply_message_id) if i],
+                message_ids=turn_message_ids(
+                    runtime=runtime, message_id=run.message_id, reply_id=run.reply_message_id
+                ),
             )
         result = runtime.extractor.extract(turn)
         grown = run.session_id if run.reply_message_id and not replay else None

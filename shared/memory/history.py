@@ -1,35 +1,45 @@
-"""History search: a user's earlier messages by keyword (full-text) and meaning (vectors), fused.
+"""History search: a user's earlier messages by keyword and meaning, fused by rank.
 
-Keywords: SQLite FTS5 (bm25) or PostgreSQL full-text (ts_rank) over `messages.content`,
-see migration 0003. Meaning: each user/assistant message embedded as
-"(8 May 2023) Ana: <content>" into the user's message collection
-(`Runtime.messages_of`, point id = message id) by the extraction worker.
-The two ranked lists are fused with reciprocal rank fusion: on long chat histories keyword
-search wins single-hop and date questions, vectors win paraphrases, and their top lists
-overlap little, so the fusion beats either alone (measured on a public multi-session
-chat benchmark).
+The vector engine answers both (ADR 0013): the extraction worker writes each message into
+the user's message collection (`Runtime.messages_of`, point id = message id) with a dense
+vector of "(8 May 2023) Ana: <content>" and a BM25 sparse vector of its words, and one
+request returns the user's best 4k by meaning and by words. Messages the engine does not
+hold yet (`Message.indexed_at` unset: the worker is behind) are found by SQL full-text,
+whose rank joins the words' list, so a message is findable by its words from the moment
+it is committed. When the engine cannot answer — the process cannot open the embedded
+folder, or the collection predates sparse vectors (`tiermem reindex` remakes it) — SQL
+full-text (SQLite FTS5 bm25 or PostgreSQL ts_rank, migration 0003) stands in for the
+words' list, as before ADR 0013.
+
+The lists are fused with reciprocal rank fusion: on long chat histories keyword search
+wins single-hop and date questions, vectors win paraphrases, and their top lists overlap
+little, so the fusion beats either alone (measured on a public multi-session chat
+benchmark). Every hit keeps its rank in each list (keyword_rank, vector_rank).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Select, bindparam, text
+from sqlalchemy import Select, bindparam, text, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from shared.context.models import MessageHit
-from shared.db.models import ChatSession, Message, User
+from shared.db.models import ChatSession, Message, User, utcnow
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
 from shared.extraction.prefilter import is_small_talk
 from shared.runtime import Runtime
 from shared.vectors import Vector, VectorPoint
+from shared.vectors.scope import SESSION_FIELD, UserVectors
+from shared.vectors.sparse import document_terms, query_terms
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +102,10 @@ def index_text(message: Message) -> str:
 
 
 def is_indexable(message: Message) -> bool:
-    """User and assistant messages, except small talk: "thanks!" and "ok" say nothing worth
-    finding and, being short and generic, would sit close to many vague queries. Keyword
-    search still covers every message."""
+    """Whether a message gets a dense vector: user and assistant messages, except small
+    talk — "thanks!" and "ok" say nothing worth finding by meaning and, being short and
+    generic, would sit close to many vague queries. Every message is found by its words
+    (its sparse vector, or SQL full-text)."""
     return message.role in INDEXED_ROLES and not is_small_talk(message.content)
 
 
@@ -106,23 +117,66 @@ def _embed_uncached(runtime: Runtime, texts: Sequence[str]) -> Vectors:
     return inner.embed(texts)
 
 
-def _point(message: Message, vector: Vector) -> VectorPoint:
-    # session_id is the internal id: payload values are never shown to clients.
-    return VectorPoint(
-        id=message.id,
-        vector=vector,
-        payload={
-            "session_id": message.session_id,
-            "created_at": message.created_at.isoformat(),
-            "role": message.role,
-        },
-    )
+def _points(runtime: Runtime, rows: Sequence[Message]) -> list[VectorPoint]:
+    """The messages as points: a dense vector when is_indexable (one embed call), a sparse
+    one of the plain content (not the dated text: that lost temporal and open-domain
+    questions, ADR 0013) when it has any terms; neither, no point."""
+    dense = [r for r in rows if is_indexable(r)]
+    vectors: dict[str, Vector] = {}
+    if dense:
+        embedded = _embed_uncached(runtime, [index_text(r) for r in dense])
+        vectors = {r.id: v for r, v in zip(dense, embedded, strict=True)}
+    points = []
+    for r in rows:
+        vector, sparse = vectors.get(r.id), document_terms(r.content)
+        if vector is None and sparse is None:
+            continue
+        # session_id is the internal id: payload values are never shown to clients.
+        payload = {
+            SESSION_FIELD: r.session_id,
+            "created_at": r.created_at.isoformat(),
+            "role": r.role,
+        }
+        points.append(VectorPoint(id=r.id, vector=vector, payload=payload, sparse=sparse))
+    return points
+
+
+# How far back a turn looks for messages no run covers (see turn_message_ids).
+PREAMBLE_WINDOW = 16
+
+
+def turn_message_ids(*, runtime: Runtime, message_id: str, reply_id: str | None) -> list[str]:
+    """What a turn's run indexes: its user message and reply, and the messages between the
+    previous user message and this one that no run covers (system or tool messages, an
+    assistant's opening line) and that are not indexed yet. Left out, they would be found
+    by SQL full-text only, and keep it asked on every search of the user."""
+    with Session(runtime.read_engine) as session:
+        message = session.get(Message, message_id)
+        if message is None:
+            return [message_id, *([reply_id] if reply_id else [])]
+        earlier = session.exec(
+            select(Message.id, Message.role, Message.indexed_at)
+            .where(
+                Message.session_id == message.session_id,
+                col(Message.seq) < message.seq,
+                col(Message.seq) >= message.seq - PREAMBLE_WINDOW,
+            )
+            .order_by(col(Message.seq).desc())
+        ).all()
+    preamble = []
+    for mid, role, indexed_at in earlier:
+        if role == "user":
+            break
+        if indexed_at is None:
+            preamble.append(mid)
+    return [*reversed(preamble), message_id, *([reply_id] if reply_id else [])]
 
 
 def index_messages(
     *, runtime: Runtime, tenant_id: str, user_id: str, message_ids: Sequence[str]
 ) -> int:
-    """Embed the given messages (one embed call) into the user's message collection.
+    """Write the given messages into the user's message collection (one embed call), and
+    mark them indexed in SQL, where history search stops asking full-text for them.
 
     Idempotent: the point id is the message id. The embedding runs before the user's lock
     is taken (it is the slow part); under the lock the rows are looked up again, so a
@@ -133,15 +187,14 @@ def index_messages(
     if not wanted:
         return 0
     with Session(runtime.read_engine) as session:
-        found = session.exec(
+        rows = session.exec(
             select(Message)
             .where(col(Message.id).in_(wanted), Message.user_id == user_id)
             .order_by(col(Message.seq))
         ).all()
-    rows = [r for r in found if is_indexable(r)]
     if not rows:
         return 0
-    vectors = _embed_uncached(runtime, [index_text(r) for r in rows])
+    made = _points(runtime, rows)
     messages = runtime.messages_of(tenant_id=tenant_id, user_id=user_id)
     with runtime.user_locks.hold(user_id):
         with Session(runtime.read_engine) as session:
@@ -152,31 +205,68 @@ def index_messages(
                     )
                 ).all()
             )
-        points = [_point(r, v) for r, v in zip(rows, vectors, strict=True) if r.id in present]
+        points = [p for p in made if p.id in present]
         if points:
+            messages.ensure(runtime.embedder.dim)  # sparse-only points cannot make it
             messages.upsert(points)
+        held = _holds_words(messages)
+    if held:
+        # Every row handled, pointless ones too (no terms, no meaning): nothing more of
+        # them is findable, and an unmarked row would keep full-text busy for the user.
+        with Session(runtime.engine) as session:
+            _mark_indexed(session, user_id, [r.id for r in rows if r.id in present])
+            session.commit()
     return len(points)
 
 
 def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:
-    """Rebuild the user's message collection from SQL; the caller holds the user's lock."""
+    """Rebuild the user's message collection from SQL; the caller holds the user's lock.
+    Until done, SQL full-text finds the user's messages by their words."""
     messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
+    session.execute(update(Message).where(col(Message.user_id) == user.id).values(indexed_at=None))
+    session.commit()
     messages.drop()
     messages.ensure(runtime.embedder.dim)
-    rows = [
-        r
-        for r in session.exec(
-            select(Message)
-            .where(Message.user_id == user.id)
-            .order_by(col(Message.created_at), col(Message.id))
-        ).all()
-        if is_indexable(r)
-    ]
+    rows = session.exec(
+        select(Message)
+        .where(Message.user_id == user.id)
+        .order_by(col(Message.created_at), col(Message.id))
+    ).all()
+    written = 0
     for start in range(0, len(rows), batch):
-        chunk = rows[start : start + batch]
-        vectors = _embed_uncached(runtime, [index_text(r) for r in chunk])
-        messages.upsert([_point(r, v) for r, v in zip(chunk, vectors, strict=True)])
-    return len(rows)
+        points = _points(runtime, rows[start : start + batch])
+        messages.upsert(points)
+        written += len(points)
+    if _holds_words(messages):
+        _mark_indexed(session, user.id, [r.id for r in rows])
+        session.commit()
+    return written
+
+
+def _mark_indexed(session: Session, user_id: str, ids: Sequence[str]) -> None:
+    if ids:
+        session.execute(
+            update(Message)
+            .where(col(Message.id).in_(ids), col(Message.user_id) == user_id)
+            .values(indexed_at=utcnow())
+        )
+
+
+_REINDEX_TOLD = threading.Event()
+
+
+def _holds_words(messages: UserVectors) -> bool:
+    """Whether the user's message collection holds sparse vectors; when it was made before
+    them, says once per process what remakes it."""
+    held = messages.has_sparse()
+    if held is False and not _REINDEX_TOLD.is_set():
+        _REINDEX_TOLD.set()
+        log.warning(
+            "message collections made by an earlier tiermem hold no sparse vectors: history "
+            "search answers their users from SQL full-text and dense vectors, as before. Run "
+            "`tiermem reindex` once to remake them (ADR 0013)"
+        )
+    return bool(held)
 
 
 def rebuild_keyword_index(session: Session) -> None:
@@ -222,15 +312,18 @@ def websearch_text(terms: Sequence[str]) -> str:
 
 # bm25 weights: the words' column counts, the user_id column (in MATCH only to narrow the
 # search to one user) does not. The join re-checks the owner: the index is derived data.
+# `unindexed`: a message the vector engine does not hold yet (see search_history).
 _SQLITE_KEYWORD_SQL = """
-SELECT m.id FROM messages_fts JOIN messages AS m ON m.rowid = messages_fts.rowid
+SELECT m.id, m.indexed_at IS NULL AS unindexed
+FROM messages_fts JOIN messages AS m ON m.rowid = messages_fts.rowid
 WHERE messages_fts MATCH :match AND m.user_id = :user_id {exclude}
 ORDER BY bm25(messages_fts, 1.0, 0.0), m.created_at DESC, m.id
 LIMIT :limit
 """
 # content_tsv: to_tsvector('english', content), stored and GIN-indexed (migration 0003).
 _PG_KEYWORD_SQL = """
-SELECT m.id FROM messages AS m, websearch_to_tsquery('english', :match) AS q
+SELECT m.id, m.indexed_at IS NULL AS unindexed
+FROM messages AS m, websearch_to_tsquery('english', :match) AS q
 WHERE m.user_id = :user_id AND m.content_tsv @@ q {exclude}
 ORDER BY ts_rank(m.content_tsv, q) DESC, m.created_at DESC, m.id
 LIMIT :limit
@@ -245,7 +338,15 @@ def keyword_search(
     limit: int,
     exclude_session_id: str | None = None,
 ) -> list[str]:
-    """Message ids of the user best matching the query's words, best first."""
+    """Message ids of the user best matching the query's words, best first (SQL full-text)."""
+    rows = _keyword_rows(session, user_id, query, limit, exclude_session_id)
+    return [mid for mid, _ in rows]
+
+
+def _keyword_rows(
+    session: Session, user_id: str, query: str, limit: int, exclude_session_id: str | None
+) -> list[tuple[str, bool]]:
+    """(message id, not yet in the vector engine) of keyword_search's hits."""
     terms = keyword_terms(query)
     if not terms or limit <= 0:
         return []
@@ -263,7 +364,38 @@ def keyword_search(
         log.warning("no keyword index for %s; history search uses vectors only", dialect)
         return []
     rows = session.execute(text(sql.format(exclude=exclude)), params).all()
-    return [str(r[0]) for r in rows]
+    return [(str(r[0]), bool(r[1])) for r in rows]
+
+
+# Only messages the vector engine does not hold yet, through their partial index: in the
+# steady state (the worker keeping up) none, and full-text is not asked at all.
+_ANY_UNINDEXED_SQL = """
+SELECT 1 FROM messages AS m WHERE m.user_id = :user_id AND m.indexed_at IS NULL {exclude}
+LIMIT 1
+"""
+
+
+def unindexed_keyword_ranks(
+    *,
+    session: Session,
+    user_id: str,
+    query: str,
+    limit: int,
+    exclude_session_id: str | None = None,
+) -> dict[str, int]:
+    """The messages the engine does not hold yet among full-text's best `limit` of all the
+    user's messages, with their rank there: where they would stand by their words had the
+    worker indexed them."""
+    if not keyword_terms(query):
+        return {}
+    params: dict[str, object] = {"user_id": user_id}
+    exclude = ""
+    if exclude_session_id:
+        exclude, params["exclude"] = "AND m.session_id != :exclude", exclude_session_id
+    if session.execute(text(_ANY_UNINDEXED_SQL.format(exclude=exclude)), params).first() is None:
+        return {}
+    rows = _keyword_rows(session, user_id, query, limit, exclude_session_id)
+    return {mid: rank for rank, (mid, unindexed) in enumerate(rows, start=1) if unindexed}
 
 
 def vector_search(
@@ -303,8 +435,15 @@ def reciprocal_rank_fusion(
     Ties break toward the better keyword rank (keyword search is the stronger single
     signal on chat histories), then the better vector rank, then the id: deterministic.
     """
-    kw = {mid: rank for rank, mid in enumerate(dict.fromkeys(keyword), start=1)}
-    vec = {mid: rank for rank, mid in enumerate(dict.fromkeys(vector), start=1)}
+    return fuse_ranks(_ranks(keyword), _ranks(vector), rrf_k=rrf_k)
+
+
+def _ranks(ids: Sequence[str]) -> dict[str, int]:
+    return {mid: rank for rank, mid in enumerate(dict.fromkeys(ids), start=1)}
+
+
+def fuse_ranks(kw: Mapping[str, int], vec: Mapping[str, int], *, rrf_k: int) -> list[Fused]:
+    """reciprocal_rank_fusion over ranks already given (message id → rank from 1)."""
     fused = [
         Fused(
             message_id=mid,
@@ -361,6 +500,65 @@ def search_history(
     if k <= 0 or not query.strip():
         return []
     depth = k * CANDIDATES_PER_RESULT
+    dense: list[str] = []  # by meaning, for the SQL path
+    try:
+        messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
+        vector = query_vector if query_vector is not None else runtime.embedder.embed([query])[0]
+        excluded = {SESSION_FIELD: exclude_session_id} if exclude_session_id else None
+        found = messages.hybrid_search(vector, query_terms(query), limit=depth, exclude=excluded)
+        if found is None:  # no collection yet, or one made before sparse vectors
+            _holds_words(messages)
+            # Over-fetch when excluding: such a collection has no session index to filter
+            # on; the current session's messages are dropped once their rows are read.
+            limit = depth * 2 if exclude_session_id else depth
+            dense = [h.id for h in messages.search(vector, limit=limit)]
+    except Unavailable as exc:  # e.g. the embedded folder is another process's
+        log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
+        found = None
+    if found is None:
+        return search_history_in_sql(
+            runtime=runtime,
+            session=session,
+            user=user,
+            query=query,
+            k=k,
+            by_meaning=dense,
+            exclude_session_id=exclude_session_id,
+        )
+    words = _ranks([h.id for h in found.sparse])
+    fresh = unindexed_keyword_ranks(
+        session=session,
+        user_id=user.id,
+        query=query,
+        limit=depth,
+        exclude_session_id=exclude_session_id,
+    )
+    for mid, rank in fresh.items():  # indexed meanwhile: the engine's rank stands
+        words.setdefault(mid, rank)
+    fused = fuse_ranks(
+        words, _ranks([h.id for h in found.dense]), rrf_k=runtime.settings.context.rrf_k
+    )
+    # Rows of the first k only; more if some are gone (deleted, their point not yet).
+    rows = _rows(session, user, [f.message_id for f in fused[:k]])
+    if len(rows) < k < len(fused):
+        rows.update(_rows(session, user, [f.message_id for f in fused[k:]]))
+    return _hits([f for f in fused if f.message_id in rows][:k], rows)
+
+
+def search_history_in_sql(
+    *,
+    runtime: Runtime,
+    session: Session,
+    user: User,
+    query: str,
+    k: int,
+    by_meaning: Sequence[str],
+    exclude_session_id: str | None = None,
+) -> list[MessageHit]:
+    """search_history when the engine cannot answer (ADR 0008's plan): the words' list from
+    SQL full-text, fused with `by_meaning` (message ids nearest the query, best first; the
+    excluded session's may be among them: dropped here)."""
+    depth = k * CANDIDATES_PER_RESULT
     keyword = keyword_search(
         session=session,
         user_id=user.id,
@@ -368,34 +566,28 @@ def search_history(
         limit=depth,
         exclude_session_id=exclude_session_id,
     )
-    # Over-fetch when excluding: the current session's messages are dropped below, and the
-    # point payload is not consulted for that (SQL is the record; filters cost ~10x embedded).
-    vector = vector_search(
-        runtime=runtime,
-        user=user,
-        query=query,
-        query_vector=query_vector,
-        limit=depth * 2 if exclude_session_id else depth,
-    )
-
-    candidates = list(dict.fromkeys([*keyword, *vector]))
+    candidates = list(dict.fromkeys([*keyword, *by_meaning]))
     if not candidates:
         return []
+    rows = _rows(session, user, candidates)
+    live = [m for m in by_meaning if m in rows and rows[m].session_id != exclude_session_id]
+    fused = reciprocal_rank_fusion(
+        [m for m in keyword if m in rows], live[:depth], rrf_k=runtime.settings.context.rrf_k
+    )
+    return _hits(fused[:k], rows)
+
+
+def _rows(session: Session, user: User, ids: Sequence[str]) -> dict[str, Any]:
     # Plain column tuples, not ORM objects: hydrating ~80 Message rows per search cost more
     # than the keyword query itself.
-    rows = {
-        r.id: r for r in session.execute(_HIT_ROWS, {"ids": candidates, "user_id": user.id}).all()
-    }
-    live_vector = [
-        mid for mid in vector if mid in rows and rows[mid].session_id != exclude_session_id
-    ][:depth]
-    fused = reciprocal_rank_fusion(
-        [mid for mid in keyword if mid in rows],
-        live_vector,
-        rrf_k=runtime.settings.context.rrf_k,
-    )
+    if not ids:
+        return {}
+    return {r.id: r for r in session.execute(_HIT_ROWS, {"ids": list(ids), "user_id": user.id})}
+
+
+def _hits(fused: Sequence[Fused], rows: Mapping[str, Any]) -> list[MessageHit]:
     hits: list[MessageHit] = []
-    for f in fused[:k]:
+    for f in fused:
         row = rows[f.message_id]
         hits.append(
             MessageHit(

@@ -12,7 +12,7 @@ from shared.memory.history import rebuild_keyword_index, reindex_messages
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint
-from shared.vectors.scope import other_layout_collections
+from shared.vectors.scope import message_collections_without_sparse, other_layout_collections
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +56,34 @@ def reindex_all(
         query = query.where(User.tenant_id == tenant_id)
     if user_external_id:
         query = query.where(User.external_id == user_external_id)
-    if not (tenant_id or user_external_id):
+    q = runtime.settings.qdrant
+    everyone = not (tenant_id or user_external_id)
+    if everyone:
         rebuild_keyword_index(session)  # one index for everyone: only on a full reindex
+        # Message collections made before sparse vectors are remade, not refilled (a
+        # collection's vectors are fixed when it is made): every user in them is rebuilt
+        # below, and until then history search answers them from SQL.
+        for name in message_collections_without_sparse(
+            runtime.vectors, prefix=q.collection_prefix, layout=q.layout
+        ):
+            runtime.vectors.drop_collection(name)
+            log.info("dropped a message collection to remake it", extra={"collection": name})
+    elif q.layout == "partitioned" and message_collections_without_sparse(
+        runtime.vectors, prefix=q.collection_prefix, layout=q.layout
+    ):
+        log.warning(
+            "a tenant's message collection predates sparse vectors and holds other users "
+            "than those rebuilt now: run `tiermem reindex` without --tenant/--user to "
+            "remake it (history search answers its users from SQL meanwhile)"
+        )
     users = session.exec(query).all()
     points = 0
     for user in users:
         points += reindex_user(runtime=runtime, session=session, user=user)
         if progress:
             progress(1)
-    if not (tenant_id or user_external_id):
+    if everyone:
         # Everyone is now in the configured layout: what the other one left is a copy.
-        q = runtime.settings.qdrant
         for name in other_layout_collections(
             runtime.vectors, prefix=q.collection_prefix, layout=q.layout
         ):

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint, VectorStore
+from shared.vectors.base import (
+    HybridHits,
+    PayloadFilter,
+    SparseVector,
+    Vector,
+    VectorHit,
+    VectorPoint,
+    VectorStore,
+)
 from shared.vectors.naming import collection_name, point_id
 from shared.vectors.qdrant_store import QdrantVectorStore
 
@@ -13,8 +21,10 @@ if TYPE_CHECKING:
     from shared.config import Settings
 
 __all__ = [
+    "HybridHits",
     "PayloadFilter",
     "QdrantVectorStore",
+    "SparseVector",
     "Vector",
     "VectorHit",
     "VectorPoint",

@@ -34,12 +34,33 @@ class HnswSetting(TypedDict):
 SHARED_HNSW = HnswSetting(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
 
 
+# A collection made with sparse=True holds two named vectors a point: the dense one under
+# DENSE, and a BM25 sparse one under SPARSE whose terms the engine weighs by IDF (ADR 0013).
+# One made without (every fact collection, and message collections of tiermem before
+# ADR 0013) holds one unnamed dense vector.
+DENSE = "dense"
+SPARSE = "bm25"
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """Term ids (token hashes, never text) and their weights, as shared.vectors.sparse makes
+    them."""
+
+    indices: list[int]
+    values: list[float]
+
+
 # eq=False: comparing two points would compare numpy arrays, whose truth value is ambiguous.
 @dataclass(frozen=True, eq=False, slots=True)
 class VectorPoint:
     id: str  # a UUID string; see naming.point_id for deterministic ones
-    vector: Vector
+    # None: a point found by its words only (in a collection with sparse vectors).
+    vector: Vector | None
     payload: dict[str, Any]
+    # Written only to a collection made with sparse=True; one made without keeps the dense
+    # vector alone (and skips a point that has none).
+    sparse: SparseVector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +71,16 @@ class VectorHit:
     # Only filled by retrieve(with_vectors=True). Cosine collections store the vector
     # L2-normalized, so this is the unit vector, not necessarily what was upserted.
     vector: list[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HybridHits:
+    """One hybrid query's two ranked lists, best first: by meaning (the dense vector) and by
+    words (BM25 over the sparse vector). The caller fuses them: it wants each hit's rank in
+    each list, not only a fused order."""
+
+    dense: list[VectorHit]
+    sparse: list[VectorHit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +100,29 @@ class VectorStore(Protocol):
     """Named collections of fixed-dimension vectors under cosine distance, with JSON payloads."""
 
     def ensure_collection(
-        self, collection: str, dim: int, *, tenant_field: str | None = None
+        self,
+        collection: str,
+        dim: int,
+        *,
+        tenant_field: str | None = None,
+        sparse: bool = False,
+        keyword_fields: Sequence[str] = (),
     ) -> None:
         """Create the collection if missing; idempotent and safe to race. `tenant_field`: a
         keyword payload field every point carries and every query filters on (one user's
-        share of a shared collection), indexed so the engine keeps its points together."""
+        share of a shared collection), indexed so the engine keeps its points together.
+        `sparse`: points hold a BM25 sparse vector beside the dense one (DENSE, SPARSE), for
+        hybrid_search. `keyword_fields`: payload fields indexed so that filtering on them
+        stays cheap. An existing collection is left as it was made (see has_sparse)."""
+        ...
+
+    def has_sparse(self, collection: str) -> bool | None:
+        """Whether the collection was made with sparse vectors; None when it is missing."""
         ...
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
-        """Insert or replace by id; creates the collection (dim from the first vector)."""
+        """Insert or replace by id; creates the collection (dim from the first dense vector,
+        sparse if a point carries a sparse vector) unless every point is sparse-only."""
         ...
 
     def delete(
@@ -103,10 +148,29 @@ class VectorStore(Protocol):
         """Nearest points, best first; a missing collection gives []."""
         ...
 
+    def hybrid_search(
+        self,
+        collection: str,
+        dense: Vector,
+        sparse: SparseVector | None,
+        *,
+        limit: int,
+        payload_filter: PayloadFilter | None = None,
+        exclude: PayloadFilter | None = None,
+    ) -> HybridHits | None:
+        """The `limit` nearest points by the dense vector and the `limit` best by BM25 over
+        the sparse one, as one request; a point matching any term of `exclude` is left out
+        of both. IDF is taken over the points matching `payload_filter` (in a shared
+        collection: the user's own), not the whole collection. Hits carry ids and scores,
+        no payload. No sparse query (a query of stopwords only): an empty sparse list.
+        None when the collection cannot answer: missing, or made without sparse vectors."""
+        ...
+
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[VectorHit]:
-        """The points that exist among ids, in the order asked, with score 0."""
+        """The points that exist among ids, in the order asked, with score 0 (the dense
+        vector with with_vectors; None for a sparse-only point)."""
         ...
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
@@ -156,25 +220,75 @@ def as_floats(vector: Vector) -> list[float]:
     array = np.asarray(vector, dtype=np.float64)
     if array.ndim != 1 or array.size == 0:
         raise InvalidInput(f"a vector must be one non-empty row of floats, got shape {array.shape}")
-    values: list[float] = array.tolist()
     # A NaN or infinite component would poison every cosine score it touches.
-    if not all(math.isfinite(x) for x in values):
+    if not np.isfinite(array).all():
         raise InvalidInput("a vector holds NaN or infinite values")
+    values: list[float] = array.tolist()
     return values
 
 
-def uniform_vectors(points: Sequence[VectorPoint], collection: str) -> list[list[float]]:
-    """The points' vectors as checked floats, refused unless all have one dimension."""
-    vectors = [as_floats(p.vector) for p in points]
-    dim = len(vectors[0])
-    for p, v in zip(points, vectors, strict=True):
-        if len(v) != dim:
-            raise InvalidInput(
-                f"all vectors of one upsert must have the same dimension ({dim}), "
-                f"point {p.id} has {len(v)}",
-                details={"collection": collection},
-            )
-    return vectors
+def checked_sparse(vector: SparseVector) -> SparseVector:
+    indices, values = list(vector.indices), [float(x) for x in vector.values]
+    if len(indices) != len(values) or len(set(indices)) != len(indices):
+        raise InvalidInput("a sparse vector needs one value per index and distinct indices")
+    if not all(isinstance(i, int) and 0 <= i < 1 << 32 for i in indices):
+        raise InvalidInput("sparse vector indices are integers from 0 to 2^32 - 1")
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidInput("a sparse vector holds NaN or infinite values")
+    return SparseVector(indices, values)
+
+
+def hybrid_query(
+    dense: Vector, sparse: SparseVector | None
+) -> tuple[list[float], SparseVector | None]:
+    """A hybrid query's vectors, checked; no sparse vector when it has no terms."""
+    words = None if sparse is None or not sparse.indices else checked_sparse(sparse)
+    return as_floats(dense), words
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedPoint:
+    """A point as a collection of a given form stores it: id canonical, vectors checked."""
+
+    id: str
+    dense: list[float] | None
+    sparse: SparseVector | None
+    payload: dict[str, Any]
+
+
+def checked_points(points: Sequence[VectorPoint], collection: str) -> list[CheckedPoint]:
+    """The points with canonical ids and checked vectors, refused unless every dense vector
+    has one dimension and every point has a vector."""
+    checked = []
+    dim: int | None = None
+    for p in points:
+        dense = None if p.vector is None else as_floats(p.vector)
+        sparse = None if p.sparse is None else checked_sparse(p.sparse)
+        if dense is None and sparse is None:
+            raise InvalidInput(f"point {p.id} has no vector", details={"collection": collection})
+        if dense is not None:
+            dim = dim or len(dense)
+            if len(dense) != dim:
+                raise InvalidInput(
+                    f"all vectors of one upsert must have the same dimension ({dim}), "
+                    f"point {p.id} has {len(dense)}",
+                    details={"collection": collection},
+                )
+        checked.append(CheckedPoint(canonical_id(p.id), dense, sparse, p.payload))
+    return checked
+
+
+def dense_dim(points: Sequence[CheckedPoint]) -> int | None:
+    return next((len(p.dense) for p in points if p.dense is not None), None)
+
+
+def fitted(points: Sequence[CheckedPoint], *, sparse: bool) -> list[CheckedPoint]:
+    """What a collection of the given form can hold: one made without sparse vectors (before
+    ADR 0013; `tiermem reindex` remakes it) keeps the dense vectors and skips sparse-only
+    points."""
+    if sparse:
+        return list(points)
+    return [CheckedPoint(p.id, p.dense, None, p.payload) for p in points if p.dense is not None]
 
 
 def ordered_hits(
@@ -187,7 +301,9 @@ def ordered_hits(
         record = by_id.get(point_id)
         if record is None:
             continue
-        raw = record.vector.get("") if isinstance(record.vector, dict) else record.vector
+        raw = record.vector
+        if isinstance(raw, dict):  # named vectors: the dense one is "" or DENSE
+            raw = raw.get("", raw.get(DENSE))
         vec = np.asarray(raw, dtype=np.float64).tolist() if with_vectors and raw else None
         hits.append(VectorHit(id=point_id, score=0.0, payload=record.payload or {}, vector=vec))
     return hits

@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
@@ -27,19 +28,27 @@ import qdrant_edge as qe
 
 from shared.errors import DomainError, InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    DENSE,
     SHARED_HNSW,
+    SPARSE,
+    CheckedPoint,
     CollectionState,
+    HybridHits,
     PayloadFilter,
     Placement,
+    SparseVector,
     Vector,
     VectorHit,
     VectorPoint,
     as_floats,
     canonical_id,
     check_query_dim,
+    checked_points,
+    dense_dim,
     filter_terms,
+    fitted,
+    hybrid_query,
     ordered_hits,
-    uniform_vectors,
 )
 from shared.vectors.folder_owner import clear_owner, describe_holder, write_owner
 
@@ -73,9 +82,9 @@ class EdgeVectorStore:
         self._lock_file = self._take_folder()
         write_owner(self._path)
         self._lock = threading.RLock()  # guards the table of open shards, not engine calls
-        # collection → (open shard, dimension), least recently used first: with per_user,
-        # every user has shards, and each open one holds files and maps.
-        self._open: OrderedDict[str, tuple[qe.EdgeShard, int]] = OrderedDict()
+        # collection → (open shard, what it was made with), least recently used first: with
+        # per_user, every user has shards, and each open one holds files and maps.
+        self._open: OrderedDict[str, tuple[qe.EdgeShard, _ShardFile]] = OrderedDict()
         self._max_open = max_open_shards
         self._closed = False
 
@@ -111,8 +120,9 @@ class EdgeVectorStore:
             )
         return self._path / collection
 
-    def _entry(self, collection: str) -> tuple[qe.EdgeShard, int] | None:
-        """The open shard and its dimension, loaded on first use; None: no such collection."""
+    def _entry(self, collection: str) -> tuple[qe.EdgeShard, _ShardFile] | None:
+        """The open shard and what it was made with, loaded on first use; None: no such
+        collection."""
         folder = self._folder(collection)
         with self._lock:
             self._check_open()
@@ -127,20 +137,22 @@ class EdgeVectorStore:
             # the stored datatype cannot change without `tiermem reindex`.
             config = None if made.placed(self._placement) else made.config(self._placement)
             shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder), config))
-            return self._keep(collection, shard, made.dim)
+            return self._keep(collection, shard, made)
 
-    def _keep(self, collection: str, shard: qe.EdgeShard, dim: int) -> tuple[qe.EdgeShard, int]:
+    def _keep(
+        self, collection: str, shard: qe.EdgeShard, made: _ShardFile
+    ) -> tuple[qe.EdgeShard, _ShardFile]:
         """Hold a shard open (lock held), closing the least recently used past the limit."""
-        self._open[collection] = entry = (shard, dim)
+        self._open[collection] = entry = (shard, made)
         while len(self._open) > self._max_open:
             _, (oldest, _) = self._open.popitem(last=False)
             _close_quietly(oldest)
         return entry
 
-    def _call(self, collection: str, fn: Callable[[qe.EdgeShard, int], T], missing: T) -> T:
-        """fn(shard, dimension) on the collection's shard; `missing` when there is none. A
-        shard closed under the call (dropped, or closed past the open limit) is looked up
-        once more."""
+    def _call(self, collection: str, fn: Callable[[qe.EdgeShard, _ShardFile], T], missing: T) -> T:
+        """fn(shard, what it was made with) on the collection's shard; `missing` when there is
+        none. A shard closed under the call (dropped, or closed past the open limit) is looked
+        up once more."""
         for attempt in (1, 2):
             entry = self._entry(collection)
             if entry is None:
@@ -155,66 +167,96 @@ class EdgeVectorStore:
                 raise _engine_error(collection, exc) from exc
         return missing
 
-    def _dim(self, collection: str) -> int | None:
+    def _made(self, collection: str) -> _ShardFile | None:
         entry = self._entry(collection)
         return None if entry is None else entry[1]
 
     def ensure_collection(
-        self, collection: str, dim: int, *, tenant_field: str | None = None
+        self,
+        collection: str,
+        dim: int,
+        *,
+        tenant_field: str | None = None,
+        sparse: bool = False,
+        keyword_fields: Sequence[str] = (),
     ) -> None:
         if dim <= 0:
             raise InvalidInput(f"vector dimension must be positive, got {dim}")
-        known = self._dim(collection)
-        if known is None:
+        made = self._made(collection)
+        if made is None:
+            indexes = [(f, qe.KeywordIndexParams()) for f in keyword_fields]
+            if tenant_field is not None:
+                indexes.insert(0, (tenant_field, qe.KeywordIndexParams(is_tenant=True)))
+            wanted = _ShardFile(dim=dim, shared=tenant_field is not None, sparse=sparse)
             with self._lock:
-                known = self._dim(collection) or self._create(collection, dim, tenant_field)
-        if known != dim:
+                made = self._made(collection) or self._create(collection, wanted, indexes)
+        if made.dim != dim:
             raise PermanentError(
-                f"vector collection {collection} holds {known}-dimension vectors but got "
+                f"vector collection {collection} holds {made.dim}-dimension vectors but got "
                 f"{dim}; was the embedding model changed? Rebuild vectors with `tiermem reindex`.",
-                details={"collection": collection, "expected_dim": known, "got_dim": dim},
+                details={"collection": collection, "expected_dim": made.dim, "got_dim": dim},
             )
 
-    def _create(self, collection: str, dim: int, tenant_field: str | None) -> int:
-        """A new shard (lock held); returns its dimension."""
+    def _create(
+        self, collection: str, made: _ShardFile, indexes: Sequence[tuple[str, Any]]
+    ) -> _ShardFile:
+        """A new shard with its payload indexes (lock held)."""
         folder = self._folder(collection)
         if folder.exists():  # a shard that never finished being created: start it afresh
             shutil.rmtree(folder)
-        made = _ShardFile(dim=dim, shared=tenant_field is not None)
         config = made.config(self._placement)
         shard = _engine(collection, lambda: qe.EdgeShard.create(str(folder), config))
         try:
-            if tenant_field is not None:
-                index = qe.KeywordIndexParams(is_tenant=True)
-                op = qe.UpdateOperation.create_field_index(tenant_field, index)
-                _engine(collection, lambda: shard.update(op))
+            for field, params in indexes:
+                op = qe.UpdateOperation.create_field_index(field, params)
+                _engine(collection, partial(shard.update, op))
         except Exception:
             _close_quietly(shard)
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        self._keep(collection, shard, dim)
-        logger.info("created vector collection", extra={"collection": collection, "dim": dim})
-        return dim
+        self._keep(collection, shard, made)
+        logger.info(
+            "created vector collection",
+            extra={"collection": collection, "dim": made.dim, "sparse": made.sparse},
+        )
+        return made
+
+    def has_sparse(self, collection: str) -> bool | None:
+        with self._lock:
+            entry = self._open.get(collection)
+            if entry is not None:
+                return entry[1].sparse
+        folder = self._folder(collection)
+        if not (folder / SHARD_CONFIG).exists():
+            return None
+        return _ShardFile.read(folder).sparse  # the config alone: no shard opened for this
 
     # -- VectorStore ------------------------------------------------------------------------
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         if not points:
             return
-        vectors = uniform_vectors(points, collection)
-        structs = [
-            qe.Point(canonical_id(p.id), v, p.payload) for p, v in zip(points, vectors, strict=True)
-        ]
-        op = qe.UpdateOperation.upsert_points(structs)
+        checked = checked_points(points, collection)
+        dim = dense_dim(checked)
+        sparse = any(p.sparse is not None for p in checked)
 
-        def write(shard: qe.EdgeShard, _: int) -> bool:
-            shard.update(op)
+        def write(shard: qe.EdgeShard, made: _ShardFile) -> bool:
+            structs = [_edge_point(p, made) for p in fitted(checked, sparse=made.sparse)]
+            if structs:
+                shard.update(qe.UpdateOperation.upsert_points(structs))
             return True
 
         for _ in range(2):  # a collection dropped between ensure and write is made again
-            self.ensure_collection(collection, len(vectors[0]))
+            if dim is not None:
+                self.ensure_collection(collection, dim, sparse=sparse)
             if self._call(collection, write, missing=False):
                 return
+            if dim is None:
+                raise InvalidInput(
+                    f"vector collection {collection} does not exist, and points without a "
+                    "dense vector cannot say its dimension: ensure_collection first",
+                    details={"collection": collection},
+                )
 
     def delete(
         self, collection: str, ids: Sequence[str], *, payload_filter: PayloadFilter | None = None
@@ -247,22 +289,67 @@ class EdgeVectorStore:
         if limit <= 0:
             return []
         query = as_floats(vector)
-        request = qe.QueryRequest(
-            query=qe.Query.Nearest(query),
-            limit=limit,
-            filter=_to_filter(payload_filter) if payload_filter else None,
-            with_payload=True,
-            score_threshold=score_threshold,
-        )
+        where = _to_filter(payload_filter) if payload_filter else None
 
-        def nearest(shard: qe.EdgeShard, dim: int) -> list[Any]:
-            check_query_dim(query, dim, collection)
+        def nearest(shard: qe.EdgeShard, made: _ShardFile) -> list[Any]:
+            check_query_dim(query, made.dim, collection)
+            request = qe.QueryRequest(
+                query=qe.Query.Nearest(query, using=DENSE if made.sparse else None),
+                limit=limit,
+                filter=where,
+                with_payload=True,
+                score_threshold=score_threshold,
+            )
             return shard.query(request)
 
         found: list[Any] = self._call(collection, nearest, missing=[])
         return [
             VectorHit(id=str(h.id), score=float(h.score), payload=h.payload or {}) for h in found
         ]
+
+    def hybrid_search(
+        self,
+        collection: str,
+        dense: Vector,
+        sparse: SparseVector | None,
+        *,
+        limit: int,
+        payload_filter: PayloadFilter | None = None,
+        exclude: PayloadFilter | None = None,
+    ) -> HybridHits | None:
+        query, terms = hybrid_query(dense, sparse)
+        where = _to_filter(payload_filter or {}, exclude=exclude)
+        # IDF over the points the filter selects (one user's in a shared shard), not every
+        # tenant's: their words would set the weights of this user's (ADR 0013).
+        corpus = _to_filter(payload_filter) if payload_filter else None
+        idf = qe.SearchParams(idf=qe.IdfParams(corpus=corpus)) if corpus else None
+        nearest = qe.Query.Nearest(query, using=DENSE)
+        requests = [qe.QueryRequest(limit, query=nearest, filter=where)]
+        if terms is not None:
+            words = qe.SparseVector(terms.indices, terms.values)
+            requests.append(
+                qe.QueryRequest(
+                    limit,
+                    query=qe.Query.Nearest(words, using=SPARSE),
+                    filter=where,
+                    params=idf,
+                )
+            )
+
+        def both(shard: qe.EdgeShard, made: _ShardFile) -> HybridHits | None:
+            if not made.sparse:
+                return None
+            check_query_dim(query, made.dim, collection)
+            if limit <= 0:
+                return HybridHits([], [])
+            # One planned batch: the two searches share a pass over the segments, and cost
+            # what one RRF-fused query does (ADR 0013, "Wired").
+            found = shard.query_batch(qe.QueryBatchRequest(requests))
+            by_meaning, by_words = found[0], found[1] if terms is not None else []
+            return HybridHits(_scored(by_meaning), _scored(by_words))
+
+        result: HybridHits | None = self._call(collection, both, missing=None)
+        return result
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
@@ -385,6 +472,22 @@ def _copy_live_points(old: qe.EdgeShard, fresh: qe.EdgeShard) -> None:
             return
 
 
+def _scored(points: Sequence[Any]) -> list[VectorHit]:
+    return [VectorHit(id=str(p.id), score=float(p.score), payload={}) for p in points]
+
+
+def _edge_point(point: CheckedPoint, made: _ShardFile) -> qe.Point:
+    if not made.sparse:
+        assert point.dense is not None  # fitted() keeps only points with one
+        return qe.Point(point.id, point.dense, point.payload)
+    named: dict[str, Any] = {}
+    if point.dense is not None:
+        named[DENSE] = point.dense
+    if point.sparse is not None:
+        named[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
+    return qe.Point(point.id, named, point.payload)
+
+
 def _engine(collection: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
@@ -411,15 +514,24 @@ class _ShardFile:
 
     dim: int
     shared: bool  # by many users (partitioned layout): graphs per user, none global
+    # Named vectors DENSE and SPARSE (BM25, IDF by the engine): message collections since
+    # ADR 0013. Without: one unnamed vector (facts; messages of an earlier tiermem).
+    sparse: bool = False
     datatype: str = "float16"  # half the disk and RAM of float32; recall@10 0.9996 (ADR 0012)
     memory: str | None = None
     payload_memory: str | None = None
+    sparse_memory: str | None = None
 
     @classmethod
     def read(cls, folder: Path) -> _ShardFile:
         config = json.loads((folder / SHARD_CONFIG).read_text(encoding="utf-8"))
         vectors = config.get("vectors", {})
-        params = vectors.get("") if isinstance(vectors, dict) and "" in vectors else vectors
+        sparse = config.get("sparse_vectors") or {}
+        named = isinstance(vectors, dict) and DENSE in vectors and SPARSE in sparse
+        if named:
+            params = vectors[DENSE]
+        else:
+            params = vectors.get("") if isinstance(vectors, dict) and "" in vectors else vectors
         if (
             not isinstance(params, dict)
             or params.get("distance") != "Cosine"
@@ -427,19 +539,24 @@ class _ShardFile:
         ):
             raise PermanentError(
                 f"vector folder {folder} was not created by tiermem (expected one unnamed "
-                "cosine vector); remove it or use another TIERMEM_QDRANT__PATH",
+                f"cosine vector, or {DENSE!r} and a {SPARSE!r} sparse vector); remove it or "
+                "use another TIERMEM_QDRANT__PATH",
                 details={"folder": str(folder)},
             )
         return cls(
             dim=int(params["size"]),
             shared="payload_m" in (config.get("hnsw_config") or {}),
+            sparse=named,
             datatype=params.get("datatype", "float32"),
             memory=params.get("memory"),
             payload_memory=config.get("payload_memory"),
+            sparse_memory=sparse.get(SPARSE, {}).get("memory") if named else None,
         )
 
     def placed(self, placement: Placement) -> bool:
-        return self.memory == self.payload_memory == _PLACEMENT[placement]
+        wanted = _PLACEMENT[placement]
+        kept = self.sparse_memory == wanted if self.sparse else True
+        return kept and self.memory == self.payload_memory == wanted
 
     def config(self, placement: Placement) -> qe.EdgeConfig:
         memory = _MEMORY[_PLACEMENT[placement]]
@@ -450,12 +567,31 @@ class _ShardFile:
             memory=memory,
         )
         hnsw = qe.HnswIndexConfig(**SHARED_HNSW) if self.shared else None
-        return qe.EdgeConfig(vectors=params, hnsw_config=hnsw, payload_memory=memory)
+        if not self.sparse:
+            return qe.EdgeConfig(vectors=params, hnsw_config=hnsw, payload_memory=memory)
+        bm25 = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=memory)
+        return qe.EdgeConfig(
+            vectors={DENSE: params},
+            sparse_vectors={SPARSE: bm25},
+            hnsw_config=hnsw,
+            payload_memory=memory,
+        )
 
 
-def _to_filter(payload_filter: PayloadFilter, *, has_ids: Sequence[str] = ()) -> qe.Filter:
+def _to_filter(
+    payload_filter: PayloadFilter,
+    *,
+    has_ids: Sequence[str] = (),
+    exclude: PayloadFilter | None = None,
+) -> qe.Filter:
     conditions: list[Any] = [qe.HasIdCondition(point_ids=set(has_ids))] if has_ids else []
+    conditions += _conditions(payload_filter)
+    return qe.Filter(must=conditions, must_not=_conditions(exclude) if exclude else None)
+
+
+def _conditions(payload_filter: PayloadFilter) -> list[Any]:
+    conditions: list[Any] = []
     for key, value, several in filter_terms(payload_filter, booleans=False):
         match = qe.MatchAny(any=value) if several else qe.MatchValue(value=value)
         conditions.append(qe.FieldCondition(key=key, match=match))
-    return qe.Filter(must=conditions)
+    return conditions

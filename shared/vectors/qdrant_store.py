@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import httpx
 from qdrant_client import QdrantClient
@@ -16,25 +18,34 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
+    DENSE,
     SHARED_HNSW,
+    SPARSE,
+    CheckedPoint,
     CollectionState,
+    HybridHits,
     PayloadFilter,
     Placement,
+    SparseVector,
     Vector,
     VectorHit,
     VectorPoint,
     as_floats,
     canonical_id,
     check_query_dim,
+    checked_points,
+    dense_dim,
     filter_terms,
+    fitted,
+    hybrid_query,
     ordered_hits,
-    uniform_vectors,
 )
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Mode = Literal["server", "memory"]
+RECHECK_S = 60.0
 
 # Gateway-type statuses mean "the server is not there right now", not "your request is bad".
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
@@ -76,9 +87,10 @@ class QdrantVectorStore:
         # Server requests are independent HTTP calls; the in-memory client shares numpy
         # arrays between calls, so it needs serializing.
         self._lock: AbstractContextManager[Any] = nullcontext() if url else threading.RLock()
-        # name → dim of collections known to exist, so upsert needs no existence round trip.
-        # Plain dict operations are atomic under the GIL; a race only costs a lookup.
-        self._known: dict[str, int] = {}
+        # name → (dim, has sparse vectors) of collections known to exist, so upsert and
+        # search need no round trip to learn it. Plain dict operations are atomic under the
+        # GIL; a race only costs a lookup.
+        self._known: dict[str, _Form] = {}
         self._closed = False
         if url is None:
             # Our lock serializes every call, so SQLite's same-thread check only gets in the
@@ -144,7 +156,7 @@ class QdrantVectorStore:
             return not self._client.collection_exists(collection)
         return False
 
-    def _existing_dim(self, collection: str) -> int | None:
+    def _existing(self, collection: str) -> _Form | None:
         with self._lock:
             try:
                 info = self._call(lambda: self._client.get_collection(collection))
@@ -152,85 +164,160 @@ class QdrantVectorStore:
                 if self._is_missing(exc, collection):
                     return None
                 raise
-        params = info.config.params.vectors
+        params: Any = info.config.params.vectors
+        sparse = SPARSE in (info.config.params.sparse_vectors or {})
+        if sparse and isinstance(params, dict):
+            params = params.get(DENSE)
         if not isinstance(params, qm.VectorParams) or params.distance != qm.Distance.COSINE:
             raise PermanentError(
                 f"Qdrant collection {collection} exists but was not created by tiermem "
-                "(expected one unnamed cosine vector); drop it or use another prefix",
+                f"(expected one unnamed cosine vector, or {DENSE!r} and a {SPARSE!r} sparse "
+                "vector); drop it or use another prefix",
                 details={"collection": collection},
             )
-        return params.size
+        return _Form(params.size, sparse, time.monotonic())
+
+    def _form(self, collection: str) -> _Form | None:
+        known = self._known.get(collection)
+        if known is not None and not known.sparse and time.monotonic() > known.read_at + RECHECK_S:
+            known = None  # `tiermem reindex` may have remade it since, from another process
+        if known is None:
+            known = self._existing(collection)
+            if known is not None:
+                self._known[collection] = known
+        return known
 
     # -- VectorStore ------------------------------------------------------------------
 
     def ensure_collection(
-        self, collection: str, dim: int, *, tenant_field: str | None = None
+        self,
+        collection: str,
+        dim: int,
+        *,
+        tenant_field: str | None = None,
+        sparse: bool = False,
+        keyword_fields: Sequence[str] = (),
     ) -> None:
+        self._ensure(collection, dim, tenant_field, sparse, keyword_fields)
+
+    def _ensure(
+        self,
+        collection: str,
+        dim: int,
+        tenant_field: str | None = None,
+        sparse: bool = False,
+        keyword_fields: Sequence[str] = (),
+    ) -> _Form:
         if dim <= 0:
             raise InvalidInput(f"vector dimension must be positive, got {dim}")
         known = self._known.get(collection)
         if known is None:
             with self._lock:
-                known = self._existing_dim(collection)
+                known = self._existing(collection)
                 if known is None:
-                    known = self._create(collection, dim, tenant_field)
+                    wanted = _Form(dim, sparse, time.monotonic())
+                    known = self._create(collection, wanted, tenant_field, keyword_fields)
             self._known[collection] = known
-        if known != dim:
+        if known.dim != dim:
             raise PermanentError(
-                f"Qdrant collection {collection} holds {known}-dimension vectors but got "
+                f"Qdrant collection {collection} holds {known.dim}-dimension vectors but got "
                 f"{dim}; was the embedding model changed? Rebuild vectors with `tiermem reindex`.",
-                details={"collection": collection, "expected_dim": known, "got_dim": dim},
+                details={"collection": collection, "expected_dim": known.dim, "got_dim": dim},
             )
+        return known
 
-    def _create(self, collection: str, dim: int, tenant_field: str | None) -> int:
+    def _create(
+        self,
+        collection: str,
+        form: _Form,
+        tenant_field: str | None,
+        keyword_fields: Sequence[str],
+    ) -> _Form:
         # What Qdrant Edge makes of the same settings (edge_store._ShardFile.config), so the
         # query plan is one from a laptop to a cluster; in-memory mode ignores all of it.
         on_disk = self._placement == "disk"
-        config = qm.VectorParams(
-            size=dim, distance=qm.Distance.COSINE, datatype=qm.Datatype.FLOAT16, on_disk=on_disk
+        dense = qm.VectorParams(
+            size=form.dim,
+            distance=qm.Distance.COSINE,
+            datatype=qm.Datatype.FLOAT16,
+            on_disk=on_disk,
+        )
+        bm25 = qm.SparseVectorParams(
+            modifier=qm.Modifier.IDF, index=qm.SparseIndexParams(on_disk=on_disk)
         )
         hnsw = qm.HnswConfigDiff(**SHARED_HNSW) if tenant_field is not None else None
+        # Qdrant's multitenancy: the user key as a tenant index keeps each user's points
+        # together on disk and makes the filtered search per user fast. (In-memory mode
+        # ignores payload indexes; its search is exhaustive anyway.)
+        indexes: list[tuple[str, qm.KeywordIndexParams]] = [
+            (f, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD)) for f in keyword_fields
+        ]
+        if tenant_field is not None:
+            tenant = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+            indexes.insert(0, (tenant_field, tenant))
         try:
             self._call(
                 lambda: self._client.create_collection(
-                    collection, vectors_config=config, hnsw_config=hnsw, on_disk_payload=on_disk
+                    collection,
+                    vectors_config={DENSE: dense} if form.sparse else dense,
+                    sparse_vectors_config={SPARSE: bm25} if form.sparse else None,
+                    hnsw_config=hnsw,
+                    on_disk_payload=on_disk,
                 )
             )
-            if tenant_field is not None and self._mode == "server":
-                # Qdrant's multitenancy: the user key as a tenant index keeps each user's
-                # points together on disk and makes the filtered search per user fast.
-                # (In-memory mode ignores payload indexes; its search is exhaustive anyway.)
-                index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+            for field, index in indexes if self._mode == "server" else ():
                 self._call(
-                    lambda: self._client.create_payload_index(
-                        collection, field_name=tenant_field, field_schema=index, wait=True
+                    partial(
+                        self._client.create_payload_index,
+                        collection,
+                        field_name=field,
+                        field_schema=index,
+                        wait=True,
                     )
                 )
         except (UnexpectedResponse, ValueError):
             # Another worker thread or process created it between our check and create
             # (the server answers 409; in memory nothing races our lock): use theirs.
-            existing = self._existing_dim(collection)
+            existing = self._existing(collection)
             if existing is None:
                 raise
             return existing
-        logger.info("created vector collection", extra={"collection": collection, "dim": dim})
-        return dim
+        logger.info(
+            "created vector collection",
+            extra={"collection": collection, "dim": form.dim, "sparse": form.sparse},
+        )
+        return form
+
+    def has_sparse(self, collection: str) -> bool | None:
+        form = self._form(collection)
+        return None if form is None else form.sparse
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         if not points:
             return
-        vectors = uniform_vectors(points, collection)
-        dim = len(vectors[0])
-        structs = [
-            qm.PointStruct(id=canonical_id(p.id), vector=v, payload=p.payload)
-            for p, v in zip(points, vectors, strict=True)
-        ]
-        self.ensure_collection(collection, dim)
+        checked = checked_points(points, collection)
+        dim = dense_dim(checked)
+        sparse = any(p.sparse is not None for p in checked)
+
+        def form() -> _Form:
+            if dim is not None:
+                return self._ensure(collection, dim, sparse=sparse)
+            known = self._form(collection)
+            if known is None:
+                raise InvalidInput(
+                    f"Qdrant collection {collection} does not exist, and points without a "
+                    "dense vector cannot say its dimension: ensure_collection first",
+                    details={"collection": collection},
+                )
+            return known
 
         def write() -> None:
-            # wait=True: the dedup step searches right after writing and must see the write.
-            self._client.upsert(collection, points=structs, wait=True)
+            structs = [_struct(p, made.sparse) for p in fitted(checked, sparse=made.sparse)]
+            if structs:
+                # wait=True: the dedup step searches right after writing and must see it.
+                self._client.upsert(collection, points=structs, wait=True)
 
+        made = form()
         with self._lock:
             try:
                 self._call(write)
@@ -239,7 +326,7 @@ class QdrantVectorStore:
                     raise
                 # Dropped behind our cache's back (delete-user in another process): recreate.
                 self._known.pop(collection, None)
-                self.ensure_collection(collection, dim)
+                made = form()
                 self._call(write)
 
     def delete(
@@ -294,11 +381,15 @@ class QdrantVectorStore:
         query = as_floats(vector)
         query_filter = _to_filter(payload_filter)
         with self._lock:
+            known = self._form(collection)
+            if known is None:
+                return []
             try:
                 response = self._call(
                     lambda: self._client.query_points(
                         collection,
                         query=query,
+                        using=DENSE if known.sparse else None,
                         limit=limit,
                         score_threshold=score_threshold,
                         query_filter=query_filter,
@@ -310,14 +401,65 @@ class QdrantVectorStore:
                 if self._is_missing(exc, collection):
                     self._known.pop(collection, None)
                     return []
-                dim = self._existing_dim(collection)  # a failed search only: was it the query?
-                if dim is not None:
-                    check_query_dim(query, dim, collection)
+                existing = self._existing(collection)  # a failed search only: the query?
+                if existing is not None:
+                    check_query_dim(query, existing.dim, collection)
+                    if existing.sparse != known.sparse:  # remade meanwhile (`tiermem reindex`)
+                        self._known[collection] = existing
+                        return self.search(
+                            collection,
+                            query,
+                            limit=limit,
+                            score_threshold=score_threshold,
+                            payload_filter=payload_filter,
+                        )
                 raise
         return [
             VectorHit(id=str(p.id), score=float(p.score), payload=p.payload or {})
             for p in response.points
         ]
+
+    def hybrid_search(
+        self,
+        collection: str,
+        dense: Vector,
+        sparse: SparseVector | None,
+        *,
+        limit: int,
+        payload_filter: PayloadFilter | None = None,
+        exclude: PayloadFilter | None = None,
+    ) -> HybridHits | None:
+        query, terms = hybrid_query(dense, sparse)
+        scope = _to_filter(payload_filter)
+        where = _to_filter(payload_filter, exclude=exclude)
+        # IDF over the points the filter selects (one user's in a shared collection), not
+        # every tenant's: their words would set the weights of this user's (ADR 0013).
+        idf = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=scope)) if scope else None
+        requests = [qm.QueryRequest(query=query, using=DENSE, filter=where, limit=limit)]
+        if terms is not None:
+            words = qm.SparseVector(indices=terms.indices, values=terms.values)
+            requests.append(
+                qm.QueryRequest(query=words, using=SPARSE, filter=where, limit=limit, params=idf)
+            )
+        with self._lock:
+            known = self._form(collection)
+            if known is None or not known.sparse:
+                return None
+            check_query_dim(query, known.dim, collection)
+            if limit <= 0:
+                return HybridHits([], [])
+            try:
+                # One request: a server plans the two searches as a batch.
+                found = self._call(
+                    lambda: self._client.query_batch_points(collection, requests=requests)
+                )
+            except (UnexpectedResponse, ValueError) as exc:
+                if self._is_missing(exc, collection):
+                    self._known.pop(collection, None)
+                    return None
+                raise
+        by_words = found[1].points if terms is not None else []
+        return HybridHits(_scored(found[0].points), _scored(by_words))
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
@@ -404,13 +546,43 @@ class QdrantVectorStore:
             self._client.close()
 
 
-def _to_filter(payload_filter: PayloadFilter | None) -> qm.Filter | None:
-    if not payload_filter:
+class _Form(NamedTuple):
+    dim: int
+    sparse: bool  # named vectors DENSE and SPARSE; else one unnamed dense vector
+    # time.monotonic() when read; one without sparse vectors is read again after RECHECK_S
+    read_at: float = 0.0
+
+
+def _struct(point: CheckedPoint, sparse: bool) -> qm.PointStruct:
+    if not sparse:
+        assert point.dense is not None  # fitted() keeps only points with one
+        return qm.PointStruct(id=point.id, vector=point.dense, payload=point.payload)
+    named: dict[str, Any] = {}
+    if point.dense is not None:
+        named[DENSE] = point.dense
+    if point.sparse is not None:
+        named[SPARSE] = qm.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+    return qm.PointStruct(id=point.id, vector=named, payload=point.payload)
+
+
+def _scored(points: Sequence[qm.ScoredPoint]) -> list[VectorHit]:
+    return [VectorHit(id=str(p.id), score=float(p.score), payload={}) for p in points]
+
+
+def _to_filter(
+    payload_filter: PayloadFilter | None, *, exclude: PayloadFilter | None = None
+) -> qm.Filter | None:
+    if not payload_filter and not exclude:
         return None
-    conditions: list[qm.Condition] = [
+    return qm.Filter(
+        must=_conditions(payload_filter) or None, must_not=_conditions(exclude) or None
+    )
+
+
+def _conditions(payload_filter: PayloadFilter | None) -> list[qm.Condition]:
+    return [
         qm.FieldCondition(
             key=key, match=qm.MatchAny(any=value) if several else qm.MatchValue(value=value)
         )
-        for key, value, several in filter_terms(payload_filter)
+        for key, value, several in filter_terms(payload_filter or {})
     ]
-    return qm.Filter(must=conditions)

@@ -12,16 +12,27 @@ Callers never see a collection name or the user key, so no query can reach anoth
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from shared.vectors.base import PayloadFilter, Vector, VectorHit, VectorPoint, VectorStore
+from shared.vectors.base import (
+    HybridHits,
+    PayloadFilter,
+    SparseVector,
+    Vector,
+    VectorHit,
+    VectorPoint,
+    VectorStore,
+)
 from shared.vectors.naming import collection_name, tenant_collection_name, user_key
 
 Layout = Literal["partitioned", "per_user"]
 USER_FIELD = "tm_user"
 MESSAGES_SUFFIX = "_m"  # a user's message collection: their fact collection + this
 Kind = Literal["facts", "messages"]
+# History search leaves the current session out by it (a must_not): indexed, that filter
+# costs ~0.15 ms; read from each point's payload, ~2 ms (1,500 messages, ADR 0013).
+SESSION_FIELD = "session_id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +40,9 @@ class UserVectors:
     store: VectorStore
     collection: str
     user_key: str | None  # partitioned: what every point carries and every query filters on
+    # Messages: a BM25 sparse vector beside the dense one, for hybrid_search (ADR 0013).
+    sparse: bool = False
+    keyword_fields: tuple[str, ...] = ()
 
     def _scoped(self, payload_filter: PayloadFilter | None = None) -> PayloadFilter | None:
         if self.user_key is None:
@@ -43,19 +57,29 @@ class UserVectors:
 
     def ensure(self, dim: int) -> None:
         tenant_field = USER_FIELD if self.user_key is not None else None
-        self.store.ensure_collection(self.collection, dim, tenant_field=tenant_field)
+        self.store.ensure_collection(
+            self.collection,
+            dim,
+            tenant_field=tenant_field,
+            sparse=self.sparse,
+            keyword_fields=self.keyword_fields,
+        )
+
+    def has_sparse(self) -> bool | None:
+        """Whether the collection answers hybrid_search (None: it does not exist yet); one
+        made before ADR 0013 does not until `tiermem reindex` remakes it."""
+        return self.store.has_sparse(self.collection)
 
     def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Points without a dense vector (sparse-only) need the collection made first
+        (ensure): they cannot tell its dimension."""
         if not points:
             return
-        self.ensure(len(points[0].vector))
+        dense = next((p.vector for p in points if p.vector is not None), None)
+        if dense is not None:
+            self.ensure(len(dense))
         if self.user_key is not None:
-            points = [
-                VectorPoint(
-                    id=p.id, vector=p.vector, payload={**p.payload, USER_FIELD: self.user_key}
-                )
-                for p in points
-            ]
+            points = [replace(p, payload={**p.payload, USER_FIELD: self.user_key}) for p in points]
         self.store.upsert(self.collection, points)
 
     def search(
@@ -74,6 +98,25 @@ class UserVectors:
             payload_filter=self._scoped(payload_filter),
         )
         return [self._unscoped(h) for h in hits]
+
+    def hybrid_search(
+        self,
+        dense: Vector,
+        sparse: SparseVector | None,
+        *,
+        limit: int,
+        exclude: PayloadFilter | None = None,
+    ) -> HybridHits | None:
+        """The user's points by meaning and by words, IDF over their own (see the store's);
+        None when the collection cannot answer (missing, or made without sparse vectors)."""
+        return self.store.hybrid_search(
+            self.collection,
+            dense,
+            sparse,
+            limit=limit,
+            payload_filter=self._scoped(),
+            exclude=exclude,
+        )
 
     def retrieve(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[VectorHit]:
         hits = self.store.retrieve(self.collection, ids, with_vectors=with_vectors)
@@ -108,15 +151,17 @@ def user_vectors(
     kind: Kind,
 ) -> UserVectors:
     """The user's facts or messages in the layout the settings choose."""
-    suffix = MESSAGES_SUFFIX if kind == "messages" else ""
+    messages = kind == "messages"
+    suffix = MESSAGES_SUFFIX if messages else ""
+    fields = (SESSION_FIELD,) if messages else ()
     if layout == "per_user":
         name = collection_name(
             secret_key=secret_key, tenant_id=tenant_id, user_id=user_id, prefix=prefix
         )
-        return UserVectors(store, name + suffix, None)
+        return UserVectors(store, name + suffix, None, messages, fields)
     name = tenant_collection_name(secret_key=secret_key, tenant_id=tenant_id, prefix=prefix)
     key = user_key(secret_key=secret_key, tenant_id=tenant_id, user_id=user_id)
-    return UserVectors(store, name + suffix, key)
+    return UserVectors(store, name + suffix, key, messages, fields)
 
 
 def layout_of(collection: str, prefix: str) -> Layout | None:
@@ -130,6 +175,20 @@ def layout_of(collection: str, prefix: str) -> Layout | None:
     if len(name) == 33 and name[0] == "t" and set(name[1:]) <= hexdigits:
         return "partitioned"
     return None
+
+
+def message_collections_without_sparse(
+    store: VectorStore, *, prefix: str, layout: Layout, limit: int | None = None
+) -> list[str]:
+    """Message collections of this layout made before ADR 0013 (one dense vector, no sparse):
+    history search answers from SQL for their users until `tiermem reindex` remakes them.
+    `limit`: look at no more than that many collections (each may cost a request)."""
+    names = [
+        c
+        for c in store.list_collections()
+        if c.endswith(MESSAGES_SUFFIX) and layout_of(c, prefix) == layout
+    ]
+    return [c for c in names[:limit] if store.has_sparse(c) is False]
 
 
 def other_layout_collections(store: VectorStore, *, prefix: str, layout: Layout) -> list[str]:

@@ -1,5 +1,7 @@
 """History search's parts: query sanitizing, rank fusion, the keyword index and its triggers, the
-message vectors (indexing, reindex, a vector store out of reach), on SQLite and PostgreSQL."""
+message collection (dense and sparse vectors: indexing, reindex, a vector store out of reach),
+messages not indexed yet found by SQL full-text, and a collection of an earlier tiermem, on
+SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -146,6 +148,20 @@ def world_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ru
     world[0].close()
 
 
+@pytest.fixture(
+    name="world_on_each_database",
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def world_on_each_database_fixture(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Runtime, User, User]]:
+    on_postgres = request.param == "postgres"
+    overrides = {"database_url": request.getfixturevalue("pg_url")} if on_postgres else {}
+    world = build_world(tmp_path, **overrides)
+    yield world
+    world[0].close()
+
+
 def contents(session: Session, ids: list[str]) -> list[str]:
     # The caller's session: on SQLite every transaction takes the write lock (BEGIN
     # IMMEDIATE), so a second session opened inside the first would wait for it.
@@ -198,25 +214,165 @@ def test_vector_store_out_of_reach_leaves_keyword_hits(
     assert "Zanzibar" in hits[0].content
 
 
-def test_indexing_is_idempotent_and_skips_small_talk(world: tuple[Runtime, User, User]) -> None:
+def test_indexing_is_idempotent_and_gives_small_talk_words_only(
+    world: tuple[Runtime, User, User],
+) -> None:
     runtime, ana, _ = world
     messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
     with Session(runtime.engine) as session:
         rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
-    expected = sum(is_indexable(m) for m in rows)
-    skipped = sorted(m.content for m in rows if not is_indexable(m))
-    assert skipped == ["hi", "ok thanks"] and expected == len(rows) - 2
-    assert messages.count() == expected
+    small_talk = [m for m in rows if not is_indexable(m)]
+    assert sorted(m.content for m in small_talk) == ["hi", "ok thanks"]
+    # Every message has a point; small talk's has no dense vector (found by words only).
+    assert messages.count() == len(rows)
+    assert all(m.indexed_at is not None for m in rows)
+    assert [h.vector for h in messages.retrieve([m.id for m in small_talk], with_vectors=True)] == [
+        None,
+        None,
+    ]
     cache = runtime.embedder
     assert isinstance(cache, CachedEmbedder)
     cached = len(cache)
     again = index_messages(
         runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id, message_ids=[m.id for m in rows]
     )
-    assert again == expected
-    assert messages.count() == expected
+    assert again == len(rows)
+    assert messages.count() == len(rows)
     assert len(cache) == cached  # message texts bypass the query cache
     assert {h.id for h in messages.retrieve([rows[0].id])} == {rows[0].id}
+    with Session(runtime.engine) as session:
+        [hit] = search_history(runtime=runtime, session=session, user=ana, query="thanks", k=1)
+    assert (hit.content, hit.keyword_rank, hit.vector_rank) == ("ok thanks", 1, None)
+
+
+def store_lines(
+    runtime: Runtime, user: User, said: Sequence[tuple[str, str]], session_id: str = "later"
+) -> list[str]:
+    """Messages (role, content) committed and not indexed: their runs not yet run (the
+    pending runs' ids)."""
+    with Session(runtime.engine) as session:
+        import_lines(
+            session=session,
+            settings=runtime.settings,
+            tenant_id=user.tenant_id,
+            lines=[
+                TranscriptLine.model_validate(
+                    {"user_id": user.external_id, "session_id": session_id, "role": role,
+                     "content": content, "created_at": f"2023-08-01T10:00:{i:02d}Z"}
+                )
+                for i, (role, content) in enumerate(said)
+            ],
+        )  # fmt: skip
+        pending = select(ExtractionRun.id).where(ExtractionRun.status == "pending")
+        return list(session.exec(pending).all())
+
+
+def test_a_message_is_found_by_its_words_before_the_worker_indexes_it(
+    world_on_each_database: tuple[Runtime, User, User],
+) -> None:
+    runtime, ana, _ = world_on_each_database
+    [run_id] = store_lines(
+        runtime, ana, [("user", "The plumber said the boiler in Zanzibar Street leaks.")]
+    )
+    with Session(runtime.engine) as session:
+        hits = search_history(runtime=runtime, session=session, user=ana, query="boiler")
+        # Only SQL full-text has it: its rank there, no rank by meaning yet.
+        assert (hits[0].content[:11], hits[0].keyword_rank, hits[0].vector_rank) == (
+            "The plumber",
+            1,
+            None,
+        )
+        assert all(h.keyword_rank is None for h in hits[1:])  # no other boiler
+        # Fused with the engine's lists: the indexed Zanzibar messages rank beside it.
+        both = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+        assert {h.content[:11] for h in both} >= {"The plumber", "I'm finally"}
+        assert any(h.vector_rank is not None for h in both)
+        # Left out with its session, as the engine's hits are.
+        later = session.exec(
+            select(Message.session_id).where(
+                col(Message.content).contains("boiler"), Message.user_id == ana.id
+            )
+        ).one()
+        assert "The plumber" not in [
+            h.content[:11]
+            for h in search_history(runtime=runtime, session=session, user=ana,
+                                    query="boiler", exclude_session_id=later)
+        ]  # fmt: skip
+    run_extraction(runtime, run_id)
+    with Session(runtime.engine) as session:
+        [hit] = search_history(runtime=runtime, session=session, user=ana, query="boiler", k=1)
+        row = session.exec(select(Message).where(Message.id == hit.message_id)).one()
+    # Now the engine holds it, by words and by meaning.
+    assert row.indexed_at is not None
+    assert hit.keyword_rank == 1 and hit.vector_rank is not None
+
+
+def test_a_turn_indexes_the_messages_before_it_that_no_run_covers(
+    world_on_each_database: tuple[Runtime, User, User],
+) -> None:
+    runtime, ana, _ = world_on_each_database
+    said = [
+        ("system", "Parcel tracker: parcel ZX-991 left the depot."),
+        ("assistant", "Welcome back! Your parcel is on its way."),
+        ("user", "Great, I was worried about the parcel."),
+        ("assistant", "It should arrive tomorrow."),
+        ("tool", "Parcel tracker: parcel ZX-991 delivered."),  # after the turn: the next one's
+    ]
+    [run_id] = store_lines(runtime, ana, said, session_id="parcel")
+    run_extraction(runtime, run_id)
+    with Session(runtime.engine) as session:
+        contents = [c for _, c in said]
+        rows = session.exec(
+            select(Message).where(col(Message.content).in_(contents)).order_by(col(Message.seq))
+        ).all()
+        assert [m.indexed_at is not None for m in rows] == [True, True, True, True, False]
+        hits = search_history(runtime=runtime, session=session, user=ana, query="ZX-991 depot")
+    # The system message is found by the engine, the tool message not indexed yet by SQL
+    # full-text (its rank there among all of Ana's messages; none by meaning).
+    by_content = {h.content: h for h in hits}
+    assert by_content[said[0][1]].keyword_rank == 1
+    assert by_content[said[4][1]].keyword_rank and by_content[said[4][1]].vector_rank is None
+
+
+def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reindexed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime, ana, _ = build_world(tmp_path)
+    try:
+        messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
+        with Session(runtime.engine) as session:
+            # As an earlier tiermem left it: one dense vector a point, nothing marked indexed.
+            runtime.vectors.drop_collection(messages.collection)
+            runtime.vectors.ensure_collection(
+                messages.collection, runtime.embedder.dim, tenant_field="tm_user"
+            )
+            session.execute(update(Message).values(indexed_at=None))
+            session.commit()
+            rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
+        history._REINDEX_TOLD.clear()
+        with caplog.at_level("WARNING", logger="shared.memory.history"):
+            index_messages(runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id,
+                           message_ids=[m.id for m in rows])  # fmt: skip
+        assert "tiermem reindex" in caplog.text
+        assert messages.has_sparse() is False
+        assert messages.count() == sum(is_indexable(m) for m in rows)  # the dense ones
+        with Session(runtime.engine) as session:
+            marked = select(Message).where(col(Message.indexed_at).is_not(None))
+            assert session.exec(marked).all() == []
+            [first, *_] = search_history(
+                runtime=runtime, session=session, user=ana, query="Zanzibar"
+            )
+            assert first.keyword_rank == 1 and "Zanzibar" in first.content
+            pet = search_history(
+                runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
+            )
+            assert any(h.content == PET_MESSAGE and h.vector_rank for h in pet)
+            reindex_all(runtime=runtime, session=session)
+            rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
+        assert messages.has_sparse() is True and messages.count() == len(rows)
+        assert all(m.indexed_at is not None for m in rows)
+    finally:
+        runtime.close()
 
 
 # -- the keyword index ---------------------------------------------------------------------
@@ -292,16 +448,10 @@ def test_migration_backfills_messages_stored_before_it(tmp_path: Path) -> None:
         runtime.close()
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 def test_any_text_is_a_safe_query(
-    tmp_path: Path, request: pytest.FixtureRequest, database: str
+    world_on_each_database: tuple[Runtime, User, User],
 ) -> None:
-    overrides = (
-        {"database_url": request.getfixturevalue("pg_url")} if database == "postgres" else {}
-    )
-    runtime, ana, _ = build_world(tmp_path, **overrides)
+    runtime, ana, _ = world_on_each_database
 
     @settings(
         max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -340,55 +490,37 @@ def test_any_text_is_a_safe_query(
             ids = keyword_search(session=session, user_id=ana.id, query=q, limit=10)
         assert len(ids) <= 10
 
-    try:
-        search_anything()
-    finally:
-        runtime.close()
+    search_anything()
 
 
 # -- rebuilding from SQL -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 def test_reindex_rebuilds_message_vectors_and_keyword_index(
-    tmp_path: Path, request: pytest.FixtureRequest, database: str
+    world_on_each_database: tuple[Runtime, User, User],
 ) -> None:
-    overrides = (
-        {"database_url": request.getfixturevalue("pg_url")} if database == "postgres" else {}
-    )
-    runtime, ana, _ = build_world(tmp_path, **overrides)
-    try:
-        messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
-        before = messages.count()
-        messages.drop()
-        with Session(runtime.engine) as session:
-            assert all(
-                h.vector_rank is None
-                for h in search_history(runtime=runtime, session=session, user=ana, query="my pet")
-            )
-            if database == "sqlite":  # as if a VACUUM had renumbered rowids
-                session.execute(
-                    text("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
-                )
-                session.commit()
-                assert (
-                    keyword_search(session=session, user_id=ana.id, query="Zanzibar", limit=5) == []
-                )
-            users, _ = reindex_all(runtime=runtime, session=session)
-        assert users == 2 and messages.count() == before
-        with Session(runtime.engine) as session:
-            hits = search_history(
-                runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
-            )
-            assert PET_MESSAGE in [h.content for h in hits]
-            [first, *_] = search_history(
-                runtime=runtime, session=session, user=ana, query="Zanzibar"
-            )
-            assert first.keyword_rank == 1 and "Zanzibar" in first.content
-    finally:
-        runtime.close()
+    runtime, ana, _ = world_on_each_database
+    messages = runtime.messages_of(tenant_id=ana.tenant_id, user_id=ana.id)
+    before = messages.count()
+    messages.drop()
+    with Session(runtime.engine) as session:
+        assert all(
+            h.vector_rank is None
+            for h in search_history(runtime=runtime, session=session, user=ana, query="my pet")
+        )
+        if session.get_bind().dialect.name == "sqlite":  # as if VACUUM renumbered rowids
+            session.execute(text("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')"))
+            session.commit()
+            assert keyword_search(session=session, user_id=ana.id, query="Zanzibar", limit=5) == []
+        users, _ = reindex_all(runtime=runtime, session=session)
+    assert users == 2 and messages.count() == before
+    with Session(runtime.engine) as session:
+        hits = search_history(
+            runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
+        )
+        assert PET_MESSAGE in [h.content for h in hits]
+        [first, *_] = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+        assert first.keyword_rank == 1 and "Zanzibar" in first.content
 
 
 @pytest.mark.parametrize("deleted", ["before indexing", "while its messages embed"])

@@ -6,6 +6,7 @@ until then; a setting that still asks for that mode stops a command with what to
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -14,17 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import qdrant_edge as qe
 from fastapi.testclient import TestClient
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
+from sqlalchemy import update
 
 from services.api.main import create_app
 from shared.config import Settings
+from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
+from shared.db.models import Message
 from shared.extraction.pipeline import run_extraction
 from shared.runtime import Runtime
 from shared.vectors import local_mode_leftovers
-from shared.vectors.scope import layout_of
+from shared.vectors.base import SHARED_HNSW
+from shared.vectors.scope import USER_FIELD, layout_of
 from tests import factories as f
 from tests.conftest import APP_KEY, make_settings, tiermem_env
 
@@ -141,3 +147,59 @@ def test_an_earlier_local_mode_folder_is_named_until_reindex_rebuilds_it(
     runtime.close()
     shutil.rmtree(earlier)
     assert local_mode_leftovers(settings) is None  # deleted: the warning stops
+
+
+def as_an_earlier_tiermem_made_it(folder: Path) -> int:
+    """Remake an Edge message shard as tiermem made it before sparse vectors (ADR 0013): one
+    unnamed dense vector a point, small talk left out; returns the points kept."""
+    made = qe.EdgeShard.load(str(folder))
+    config = json.loads((folder / "edge_config.json").read_text())
+    records, _ = made.scroll(qe.ScrollRequest(limit=10_000, with_payload=True, with_vector=True))
+    made.close()
+    shutil.rmtree(folder)
+    dense = config["vectors"]["dense"]
+    earlier = qe.EdgeShard.create(str(folder), qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=dense["size"], distance=qe.Distance.Cosine),
+        hnsw_config=qe.HnswIndexConfig(**SHARED_HNSW),
+    ))  # fmt: skip
+    earlier.update(qe.UpdateOperation.create_field_index(
+        USER_FIELD, qe.KeywordIndexParams(is_tenant=True)
+    ))  # fmt: skip
+    points = [qe.Point(r.id, r.vector["dense"], r.payload) for r in records if "dense" in r.vector]
+    earlier.update(qe.UpdateOperation.upsert_points(points))
+    earlier.close()
+    return len(points)
+
+
+def test_a_message_collection_of_an_earlier_tiermem_is_named_and_remade_by_reindex(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(tmp_path)
+    before = store_turns(settings)
+    [shard] = (settings.data_dir / "vectors").glob("*_m")
+    assert as_an_earlier_tiermem_made_it(shard) > 0
+    engine = make_engine(settings)
+    with engine.begin() as conn:  # as migration 0007 leaves the rows of an earlier tiermem
+        conn.execute(update(Message).values(indexed_at=None))
+    engine.dispose()
+
+    client, runtime = api(settings)
+    with client, caplog.at_level(logging.WARNING, logger="shared.runtime"):
+        assert found(client) == before  # SQL full-text and the dense vectors, as before
+        jazz = client.get("/v1/users/ana/history/search", params={"q": "jazz"}).json()["data"]
+        assert jazz[0]["keyword_rank"] == 1 and "jazz" in jazz[0]["content"]
+    runtime.close()
+    [warning] = [r.getMessage() for r in caplog.records if "before sparse" in r.getMessage()]
+    assert "1 message collections" in warning and "`tiermem reindex`" in warning
+
+    run = reindex(settings, "partitioned")
+    assert run.returncode == 0, run.stderr
+    assert "sparse_vectors" in json.loads((shard / "edge_config.json").read_text())
+    caplog.clear()
+    client, runtime = api(settings)
+    with client, caplog.at_level(logging.WARNING, logger="shared.runtime"):
+        assert found(client) == before
+        jazz = client.get("/v1/users/ana/history/search", params={"q": "jazz"}).json()["data"]
+        assert jazz[0]["keyword_rank"] == 1 and jazz[0]["vector_rank"] is not None
+    runtime.close()
+    assert not [r for r in caplog.records if "before sparse" in r.getMessage()]

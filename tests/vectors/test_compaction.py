@@ -14,6 +14,7 @@ import qdrant_edge
 from shared.db.migrate import upgrade_to_head
 from shared.vectors import VectorPoint
 from shared.vectors.edge_store import EdgeVectorStore
+from shared.vectors.sparse import document_terms, query_terms
 from tests import factories as f
 from tests.conftest import make_settings, tiermem_env
 from tests.memory.test_layouts import api
@@ -96,3 +97,27 @@ def test_a_deleted_user_is_told_when_the_disk_is_freed_and_compact_frees_it(
         hits = client.post("/v1/users/bo/memories/search", json={"query": "where does he live"})
         assert any("Reykjavik" in h["content"] for h in hits.json()["data"])
     runtime.close()
+
+
+def test_compaction_keeps_sparse_vectors_and_sparse_only_points(tmp_path: Path) -> None:
+    store = EdgeVectorStore(path=str(tmp_path / "vectors"))
+    try:
+        store.ensure_collection("tm_m", 3, tenant_field="tm_user", sparse=True)
+        both, words_only = str(uuid.uuid4()), str(uuid.uuid4())
+        store.upsert("tm_m", [
+            VectorPoint(both, [1.0, 0.0, 0.0], {"tm_user": "a"}, sparse=document_terms("dog")),
+            VectorPoint(words_only, None, {"tm_user": "a"}, sparse=document_terms("ok thanks")),
+            VectorPoint(str(uuid.uuid4()), [0.0, 1.0, 0.0], {"tm_user": "gone"},
+                        sparse=document_terms("dog")),
+        ])  # fmt: skip
+        store.delete_where("tm_m", {"tm_user": "gone"})
+        assert store.compact("tm_m") is True
+        assert store.has_sparse("tm_m") is True and store.count("tm_m") == 2
+        for text, point in (("dogs", both), ("thanks", words_only)):
+            found = store.hybrid_search(
+                "tm_m", [1.0, 0.0, 0.0], query_terms(text), limit=5,
+                payload_filter={"tm_user": "a"},
+            )  # fmt: skip
+            assert found is not None and [h.id for h in found.sparse] == [point]
+    finally:
+        store.close()

@@ -26,15 +26,19 @@ import qdrant_edge
 from shared.config import QdrantSettings, Settings
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors import (
+    HybridHits,
     QdrantVectorStore,
     VectorPoint,
     VectorStore,
     collection_name,
     open_vector_store,
     point_id,
+    qdrant_store,
 )
+from shared.vectors.base import SparseVector
 from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
+from shared.vectors.sparse import document_terms, query_terms
 
 SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
 SERVER_API_KEY = os.environ.get("TIERMEM_TEST_QDRANT_API_KEY")
@@ -423,6 +427,185 @@ def test_concurrent_upserts_and_searches(store: QdrantVectorStore, names: NameFa
         assert len(hits) == rounds * per_batch
 
 
+# -- hybrid: a dense and a BM25 sparse vector a point (message collections, ADR 0013) -------
+
+
+def words(text: str) -> SparseVector:
+    terms = document_terms(text)
+    assert terms is not None
+    return terms
+
+
+@pytest.fixture(name="chat")
+def chat_fixture(store: QdrantVectorStore, names: NameFactory) -> tuple[str, dict[str, str]]:
+    """A collection with sparse vectors: three users' messages, one of them sparse-only."""
+    coll = names()
+    store.ensure_collection(coll, 3, tenant_field="u", sparse=True, keyword_fields=("session_id",))
+    ids = {k: pid() for k in ("sofa", "rex", "thanks", "paris", "other")}
+    said = {
+        "sofa": ([1.0, 0.0, 0.0], "My dog chewed the green sofa.", "s1"),
+        "rex": ([0.8, 0.6, 0.0], "Rex is a good dog; the vet said so.", "s2"),
+        "thanks": (None, "ok thanks", "s2"),
+        "paris": ([0.0, 1.0, 0.0], "We flew to Paris in May.", "s3"),
+    }
+    store.upsert(
+        coll,
+        [
+            VectorPoint(ids[k], v, {"u": "ana", "session_id": s}, sparse=words(t))
+            for k, (v, t, s) in said.items()
+        ]
+        + [VectorPoint(ids["other"], [1.0, 0.0, 0.0], {"u": "bo"}, sparse=words("sofa dog"))],
+    )
+    return coll, ids
+
+
+def test_hybrid_search_gives_both_ranked_lists(
+    store: QdrantVectorStore, chat: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = chat
+    assert store.has_sparse(coll) is True
+    found = store.hybrid_search(
+        coll, [1.0, 0.0, 0.0], query_terms("dog sofa"), limit=10, payload_filter={"u": "ana"}
+    )
+    assert isinstance(found, HybridHits)
+    # By meaning: only points with a dense vector, nearest first; by words: BM25.
+    assert [h.id for h in found.dense] == [ids["sofa"], ids["rex"], ids["paris"]]
+    assert [h.id for h in found.sparse] == [ids["sofa"], ids["rex"]]
+    assert found.dense[0].score == pytest.approx(1.0, abs=FLOAT16)
+    assert found.sparse[0].score > found.sparse[1].score > 0
+    assert all(h.payload == {} for h in [*found.dense, *found.sparse])
+    # A sparse-only point is found by its words, never by meaning.
+    thanks = store.hybrid_search(
+        coll, [1.0, 0.0, 0.0], query_terms("thanks"), limit=10, payload_filter={"u": "ana"}
+    )
+    assert thanks is not None and [h.id for h in thanks.sparse] == [ids["thanks"]]
+    assert ids["thanks"] not in [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=10)]
+    assert store.hybrid_search(coll, [1.0, 0.0, 0.0], None, limit=0) == HybridHits([], [])
+
+
+def test_hybrid_search_leaves_out_what_exclude_matches(
+    store: QdrantVectorStore, chat: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = chat
+    found = store.hybrid_search(
+        coll,
+        [1.0, 0.0, 0.0],
+        query_terms("dog"),
+        limit=10,
+        payload_filter={"u": "ana"},
+        exclude={"session_id": ["s1", "s3"]},
+    )
+    assert found is not None
+    assert [h.id for h in found.dense] == [ids["rex"]]
+    assert [h.id for h in found.sparse] == [ids["rex"]]
+
+
+def test_hybrid_search_takes_idf_over_the_filtered_points(
+    store: QdrantVectorStore, names: NameFactory
+) -> None:
+    """Ana's "apple" is rarer than her "cherry" among her own messages; among everyone's,
+    where Bo says apple all the time, it is the other way round."""
+    coll, ana = names(), {k: pid() for k in ("apple", "cherry", "cherry pie")}
+    store.ensure_collection(coll, 3, tenant_field="u", sparse=True)
+    store.upsert(
+        coll,
+        [VectorPoint(i, [1.0, 0.0, 0.0], {"u": "ana"}, sparse=words(t)) for t, i in ana.items()]
+        + [
+            VectorPoint(pid(), [0.0, 1.0, 0.0], {"u": "bo"}, sparse=words(f"apple number {n}"))
+            for n in range(30)
+        ],
+    )
+    found = store.hybrid_search(
+        coll, [1.0, 0.0, 0.0], query_terms("apple cherry"), limit=3, payload_filter={"u": "ana"}
+    )
+    assert found is not None and found.sparse[0].id == ana["apple"]
+    everyone = store.hybrid_search(coll, [1.0, 0.0, 0.0], query_terms("apple cherry"), limit=40)
+    assert everyone is not None
+    mine = [h.id for h in everyone.sparse if h.id in ana.values()]
+    assert mine[0] != ana["apple"]
+
+
+def test_a_collection_with_sparse_vectors_reads_and_counts_every_point(
+    store: QdrantVectorStore, chat: tuple[str, dict[str, str]]
+) -> None:
+    coll, ids = chat
+    assert store.count(coll) == 5 and store.count(coll, payload_filter={"u": "ana"}) == 4
+    [sofa, thanks] = store.retrieve(coll, [ids["sofa"], ids["thanks"]], with_vectors=True)
+    assert sofa.vector == pytest.approx([1.0, 0.0, 0.0], abs=FLOAT16)
+    assert thanks.vector is None and thanks.payload == {"u": "ana", "session_id": "s2"}
+    [hit, *_] = store.search(coll, [0.0, 1.0, 0.0], limit=1, payload_filter={"u": "ana"})
+    assert hit.id == ids["paris"] and hit.payload["session_id"] == "s3"
+    with pytest.raises(InvalidInput, match="dimensions"):
+        store.hybrid_search(coll, [1.0, 0.0], query_terms("dog"), limit=3)
+    store.delete(coll, [ids["thanks"]], payload_filter={"u": "ana"})
+    assert store.count(coll) == 4
+
+
+def test_a_collection_without_sparse_vectors_keeps_the_dense_ones(
+    store: QdrantVectorStore, names: NameFactory
+) -> None:
+    """A message collection of an earlier tiermem: no hybrid answer, and a write of the new
+    form keeps what it can hold (the dense vectors) until `tiermem reindex` remakes it."""
+    plain, missing = names(), names()
+    store.ensure_collection(plain, 3)
+    kept, skipped = pid(), pid()
+    store.upsert(
+        plain,
+        [
+            VectorPoint(kept, [1.0, 0.0, 0.0], {}, sparse=words("dog sofa")),
+            VectorPoint(skipped, None, {}, sparse=words("ok thanks")),
+        ],
+    )
+    assert store.has_sparse(plain) is False and store.count(plain) == 1
+    assert [h.id for h in store.search(plain, [1.0, 0.0, 0.0], limit=5)] == [kept]
+    assert store.hybrid_search(plain, [1.0, 0.0, 0.0], query_terms("dog"), limit=5) is None
+    assert store.has_sparse(missing) is None
+    assert store.hybrid_search(missing, [1.0, 0.0, 0.0], query_terms("dog"), limit=5) is None
+    # Sparse-only points cannot say the dimension of a collection they would create.
+    with pytest.raises(InvalidInput, match="ensure_collection"):
+        store.upsert(missing, [VectorPoint(pid(), None, {}, sparse=words("dog"))])
+    with pytest.raises(InvalidInput, match="no vector"):
+        store.upsert(plain, [VectorPoint(pid(), None, {})])
+    # Points carrying sparse vectors make a collection with them.
+    made = names()
+    store.upsert(made, [VectorPoint(pid(), [0.0, 0.0, 1.0], {}, sparse=words("dog"))])
+    assert store.has_sparse(made) is True
+
+
+def test_a_collection_remade_with_sparse_vectors_elsewhere_is_seen(
+    store: QdrantVectorStore, names: NameFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tiermem reindex` in another process remakes a message collection while this store
+    still knows it without sparse vectors: a search reads the form again at once, and a
+    hybrid search once RECHECK_S has passed."""
+    if not isinstance(store, QdrantVectorStore):
+        pytest.skip("one process owns an Edge folder: nothing remakes a collection behind it")
+    coll, point = names(), pid()
+    store.ensure_collection(coll, 3)
+    stale = store._known[coll]
+    store.drop_collection(coll)
+    store.ensure_collection(coll, 3, sparse=True)
+    store.upsert(coll, [VectorPoint(point, [1.0, 0.0, 0.0], {}, sparse=words("dog"))])
+    store._known[coll] = stale
+    assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=3)] == [point]
+    store._known[coll] = stale
+    monkeypatch.setattr(qdrant_store, "RECHECK_S", 0.0)
+    found = store.hybrid_search(coll, [1.0, 0.0, 0.0], query_terms("dog"), limit=3)
+    assert found is not None and [h.id for h in found.sparse] == [point]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [SparseVector([1, 2], [1.0]), SparseVector([1, 1], [1.0, 2.0]),
+     SparseVector([-1], [1.0]), SparseVector([3], [float("inf")])],
+)  # fmt: skip
+def test_a_malformed_sparse_vector_is_invalid_input(
+    store: QdrantVectorStore, names: NameFactory, bad: SparseVector
+) -> None:
+    with pytest.raises(InvalidInput):
+        store.upsert(names(), [VectorPoint(pid(), [1.0, 0.0], {}, sparse=bad)])
+
+
 def test_close_is_idempotent_and_final(store: QdrantVectorStore) -> None:
     store.close()
     store.close()
@@ -707,3 +890,56 @@ def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
     finally:
         store.close()
     assert _shard_config(folder, coll)["vectors"][""].get("datatype", "float32") == "float32"
+
+
+def test_edge_reopens_a_shard_with_sparse_vectors_its_indexes_and_a_new_placement(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    folder, coll, point = tmp_path / "edge", names(), pid()
+    store = EdgeVectorStore(path=str(folder), placement="disk")
+    store.ensure_collection(coll, 3, tenant_field="u", sparse=True, keyword_fields=("session_id",))
+    store.upsert(coll, [VectorPoint(point, [0.0, 1.0, 0.0], {"u": "a"}, sparse=words("dog"))])
+    store.close()
+    made = _shard_config(folder, coll)
+    assert made["vectors"]["dense"]["memory"] == made["sparse_vectors"]["bm25"]["memory"] == "cold"
+    assert made["sparse_vectors"]["bm25"]["modifier"] == "idf"
+
+    again = EdgeVectorStore(path=str(folder), placement="ram")
+    try:
+        assert again.has_sparse(coll) is True and not again._open  # read from the config alone
+        found = again.hybrid_search(
+            coll, [0.0, 1.0, 0.0], query_terms("dogs"), limit=3, payload_filter={"u": "a"}
+        )
+        assert found is not None and [h.id for h in found.sparse] == [point]
+        [(shard, _)] = again._open.values()
+        assert set(shard.info().payload_schema) == {"u", "session_id"}
+    finally:
+        again.close()
+    moved = _shard_config(folder, coll)
+    assert moved["vectors"]["dense"]["memory"] == moved["sparse_vectors"]["bm25"]["memory"]
+    assert moved["sparse_vectors"]["bm25"]["memory"] == "pinned"
+
+
+def test_edge_message_shard_of_an_earlier_version_answers_no_hybrid_query(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    """Made before ADR 0013 (one unnamed vector): searched by meaning as before, no hybrid
+    answer (history search then reads SQL), dense vectors still written to it."""
+    folder, coll, point = tmp_path / "edge", names(), pid()
+    folder.mkdir()
+    params = qdrant_edge.EdgeVectorParams(size=3, distance=qdrant_edge.Distance.Cosine)
+    shard = qdrant_edge.EdgeShard.create(str(folder / coll), qdrant_edge.EdgeConfig(vectors=params))
+    shard.update(
+        qdrant_edge.UpdateOperation.upsert_points([qdrant_edge.Point(point, [0.6, 0.8, 0.0], {})])
+    )
+    shard.close()
+    store = EdgeVectorStore(path=str(folder))
+    try:
+        assert store.has_sparse(coll) is False
+        assert store.hybrid_search(coll, [0.6, 0.8, 0.0], query_terms("dog"), limit=3) is None
+        fresh = pid()
+        store.upsert(coll, [VectorPoint(fresh, [0.0, 0.0, 1.0], {}, sparse=words("dog"))])
+        assert [h.id for h in store.search(coll, [0.0, 0.0, 1.0], limit=1)] == [fresh]
+        assert store.count(coll) == 2
+    finally:
+        store.close()
