@@ -50,6 +50,7 @@ ROOT_LOCK = ".tiermem-edge.lock"
 MAX_OPEN_SHARDS = 64
 _CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+_COMPACTING, _COMPACTED = ".compacting-", ".compacted-"  # a compaction's folders, by stage
 T = TypeVar("T")
 # "disk": RSS grows with the users searched, not the users stored; "ram": about 1 ms faster
 # a search, RSS grows with every vector (ADR 0012).
@@ -78,6 +79,8 @@ class EdgeVectorStore:
         self._open: OrderedDict[str, tuple[qe.EdgeShard, int]] = OrderedDict()
         self._max_open = max_open_shards
         self._closed = False
+        self._told_placement = False
+        _finish_compactions(self._path)
 
     def _take_folder(self) -> IO[str]:
         handle = (self._path / ROOT_LOCK).open("a")
@@ -122,11 +125,17 @@ class EdgeVectorStore:
                 return entry
             if not (folder / SHARD_CONFIG).exists():
                 return None
-            made = _ShardFile.read(folder)
-            # A changed placement setting applies on open (the engine rewrites the config);
-            # the stored datatype cannot change without `tiermem reindex`.
-            config = None if made.placed(self._placement) else made.config(self._placement)
-            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder), config))
+            made = ShardSpec.read(folder)
+            if not (made.made_as_today(self._placement) or self._told_placement):
+                # The engine keeps each segment where it was made: only a rebuild moves it.
+                self._told_placement = True
+                logger.warning(
+                    "vector shards made with another placement or datatype than "
+                    "TIERMEM_QDRANT__VECTOR_MEMORY=%s (e.g. %s); `tiermem compact` rebuilds them",
+                    self._placement,
+                    collection,
+                )
+            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder)))
             return self._keep(collection, shard, made.dim)
 
     def _keep(self, collection: str, shard: qe.EdgeShard, dim: int) -> tuple[qe.EdgeShard, int]:
@@ -180,7 +189,7 @@ class EdgeVectorStore:
         folder = self._folder(collection)
         if folder.exists():  # a shard that never finished being created: start it afresh
             shutil.rmtree(folder)
-        made = _ShardFile(dim=dim, shared=tenant_field is not None)
+        made = ShardSpec(dim=dim, shared=tenant_field is not None)
         config = made.config(self._placement)
         shard = _engine(collection, lambda: qe.EdgeShard.create(str(folder), config))
         try:
@@ -287,31 +296,37 @@ class EdgeVectorStore:
         )
 
     def compact(self, collection: str) -> bool:
-        """Copy the live points into a new shard and swap it in, so nothing of a deleted
-        point stays on disk (the engine's own vacuum leaves it in the write-ahead log). The
-        caller must own the store alone: a write meanwhile would land in the old shard."""
+        """Copy the live points into a new shard made as new shards are today (datatype,
+        placement) and swap it in, so nothing of a deleted point stays on disk (the engine's
+        own vacuum leaves it in the write-ahead log). The caller must own the store alone:
+        a write meanwhile would land in the old shard."""
         folder = self._folder(collection)
         with self._lock:
             entry = self._entry(collection)
             if entry is None:
                 return False
-            old, _ = entry
-            made = _ShardFile.read(folder)
-            fresh_folder = self._path / f".compacting-{collection}"
+            old, dim = entry
+            rebuilt = ShardSpec(dim=dim, shared=ShardSpec.read(folder).shared)
+            fresh_folder = self._path / f"{_COMPACTING}{collection}"
             shutil.rmtree(fresh_folder, ignore_errors=True)
-            fresh = _engine(
-                collection,
-                lambda: qe.EdgeShard.create(str(fresh_folder), made.config(self._placement)),
-            )
             try:
-                _engine(collection, lambda: _copy_live_points(old, fresh))
-            finally:
-                _close_quietly(fresh)
+                fresh = _engine(
+                    collection,
+                    lambda: qe.EdgeShard.create(str(fresh_folder), rebuilt.config(self._placement)),
+                )
+                try:
+                    _engine(collection, lambda: _copy_live_points(old, fresh))
+                finally:
+                    _close_quietly(fresh)
+                _check_copy(old, fresh_folder, collection)
+            except BaseException:
+                shutil.rmtree(fresh_folder, ignore_errors=True)
+                raise
             self._open.pop(collection, None)
             _close_quietly(old)
-            # A crash between the two renames leaves the collection missing, which `tiermem
-            # reindex` rebuilds from SQL; vectors are derived data.
-            trash = self._path / f".compacted-{collection}"
+            # Swapped by two renames; a crash between them is finished when the folder is
+            # next opened (_finish_compactions): the copy was complete before the first.
+            trash = self._path / f"{_COMPACTED}{collection}"
             shutil.rmtree(trash, ignore_errors=True)
             folder.rename(trash)
             fresh_folder.rename(folder)
@@ -370,6 +385,36 @@ def _close_quietly(shard: qe.EdgeShard) -> None:
             logger.warning("closing a vector shard failed", exc_info=True)
 
 
+def _finish_compactions(root: Path) -> None:
+    """What a compaction killed mid-way left: a copy is complete once the old shard was
+    moved aside (`.compacted-`), so it takes the collection's name; any other copy is
+    unfinished and goes."""
+    for trash in root.glob(f"{_COMPACTED}*"):
+        name = trash.name.removeprefix(_COMPACTED)
+        fresh = root / f"{_COMPACTING}{name}"
+        if not (root / name).exists() and fresh.is_dir():
+            fresh.rename(root / name)
+            logger.warning("finished an interrupted compaction", extra={"collection": name})
+        shutil.rmtree(trash, ignore_errors=True)
+    for fresh in root.glob(f"{_COMPACTING}*"):
+        shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _check_copy(old: qe.EdgeShard, fresh_folder: Path, collection: str) -> None:
+    """The copy, reopened from disk, holds every live point of the old shard."""
+    copy = _engine(collection, lambda: qe.EdgeShard.load(str(fresh_folder)))
+    try:
+        have, want = copy.info().points_count, old.info().points_count
+    finally:
+        _close_quietly(copy)
+    if have != want:
+        raise Unavailable(
+            f"compacting vector collection {collection} copied {have} of {want} points; "
+            "the collection is left as it was",
+            details={"collection": collection},
+        )
+
+
 def _copy_live_points(old: qe.EdgeShard, fresh: qe.EdgeShard) -> None:
     """Payload indexes first (the tenant index co-locates a user's points), then the points."""
     for field, index in old.info().payload_schema.items():
@@ -406,8 +451,8 @@ def _engine_error(collection: str, exc: Exception) -> DomainError:
 
 
 @dataclass(frozen=True)
-class _ShardFile:
-    """What a shard was made with, as its config file records it."""
+class ShardSpec:
+    """What a shard is made with (`config`), or was, as its config file records it (`read`)."""
 
     dim: int
     shared: bool  # by many users (partitioned layout): graphs per user, none global
@@ -416,7 +461,7 @@ class _ShardFile:
     payload_memory: str | None = None
 
     @classmethod
-    def read(cls, folder: Path) -> _ShardFile:
+    def read(cls, folder: Path) -> ShardSpec:
         config = json.loads((folder / SHARD_CONFIG).read_text(encoding="utf-8"))
         vectors = config.get("vectors", {})
         params = vectors.get("") if isinstance(vectors, dict) and "" in vectors else vectors
@@ -438,8 +483,15 @@ class _ShardFile:
             payload_memory=config.get("payload_memory"),
         )
 
-    def placed(self, placement: Placement) -> bool:
-        return self.memory == self.payload_memory == _PLACEMENT[placement]
+    def made_as_today(self, placement: Placement) -> bool:
+        """As `config(placement)` makes a shard now (the engine never moves one made
+        otherwise: `compact` rebuilds it)."""
+        wanted = ShardSpec(self.dim, self.shared)
+        return (self.datatype, self.memory, self.payload_memory) == (
+            wanted.datatype,
+            _PLACEMENT[placement],
+            _PLACEMENT[placement],
+        )
 
     def config(self, placement: Placement) -> qe.EdgeConfig:
         memory = _MEMORY[_PLACEMENT[placement]]

@@ -81,9 +81,7 @@ class QdrantVectorStore:
         self._known: dict[str, int] = {}
         self._closed = False
         if url is None:
-            # Our lock serializes every call, so SQLite's same-thread check only gets in the
-            # way (it is on by default where SQLite is built THREADSAFE=2, e.g. macOS).
-            self._client = QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+            self._client = QdrantClient(location=":memory:")
         else:
             # No compatibility probe: it is network I/O in a constructor, and it only warns.
             self._client = QdrantClient(url=url, api_key=api_key, check_compatibility=False)
@@ -357,8 +355,9 @@ class QdrantVectorStore:
     def reclaims_deleted(self) -> str:
         if self.mode == "server":
             return (
-                "when the server's vacuum optimizer rewrites the segment (by Qdrant's default "
-                "once 20 % of its points are deleted); no search returns the points meanwhile"
+                "when the server's vacuum optimizer rewrites the segment (by Qdrant's defaults "
+                "once 20 % of a segment of at least 1,000 points is deleted); no search "
+                "returns the points meanwhile"
             )
         return "when this process exits (vectors held in memory)"
 

@@ -132,8 +132,12 @@ def layout_of(collection: str, prefix: str) -> Layout | None:
     return None
 
 
+def tiermem_collections(store: VectorStore, *, prefix: str) -> dict[str, Layout]:
+    """tiermem's collections in the store, each with the layout that made it."""
+    return {c: layout for c in store.list_collections() if (layout := layout_of(c, prefix))}
+
+
 def other_layout_collections(store: VectorStore, *, prefix: str, layout: Layout) -> list[str]:
     """Collections the other layout left: after the layout setting changed, what `tiermem
     reindex` moves into this layout (from SQL) and then drops."""
-    names = store.list_collections()
-    return [c for c in names if layout_of(c, prefix) not in (None, layout)]
+    return [c for c, made in tiermem_collections(store, prefix=prefix).items() if made != layout]

@@ -662,29 +662,48 @@ def _shard_config(folder: Path, coll: str) -> dict[str, Any]:
     return json.loads((folder / coll / "edge_config.json").read_text())
 
 
-def test_edge_placement_setting_applies_when_a_shard_is_next_opened(
-    tmp_path: Path, names: NameFactory
+def _segment_storage(folder: Path, coll: str) -> set[tuple[str, str, str]]:
+    """(vector storage, datatype, payload storage) of each segment: where the engine keeps
+    the data, which only a rebuild changes."""
+    found = set()
+    for file in (folder / coll / "segments").glob("*/segment.json"):
+        config = json.loads(file.read_text())["config"]
+        vectors = config["vector_data"][""]
+        found.add(
+            (
+                vectors["storage_type"],
+                vectors.get("datatype") or "float32",  # absent: the default
+                config["payload_storage_type"]["type"],
+            )
+        )
+    return found
+
+
+def test_edge_placement_is_made_at_creation_and_moved_by_compaction(
+    tmp_path: Path, names: NameFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder, coll, point = tmp_path / "edge", names(), pid()
     store = EdgeVectorStore(path=str(folder), placement="ram")
     store.ensure_collection(coll, 3, tenant_field="tm_user")
     store.upsert(coll, [VectorPoint(point, [0.0, 1.0, 0.0], {"tm_user": "u1"})])
     store.close()
-    made = _shard_config(folder, coll)
-    assert made["vectors"][""]["memory"] == made["payload_memory"] == "pinned"
-    assert made["vectors"][""]["datatype"] == "float16"
+    pinned = {("InRamChunkedMmap", "float16", "in_ram_mmap")}
+    assert _segment_storage(folder, coll) == pinned
 
     again = EdgeVectorStore(path=str(folder), placement="disk")
     try:
         [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
         assert hit.id == point
+        assert "`tiermem compact` rebuilds them" in caplog.text  # said, not silently ignored
+        assert _segment_storage(folder, coll) == pinned  # opening does not move data
+        assert again.compact(coll)
+        [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
+        assert hit.id == point and hit.payload == {"tm_user": "u1"}
     finally:
         again.close()
-    moved = _shard_config(folder, coll)
-    assert moved["vectors"][""]["memory"] == moved["payload_memory"] == "cold"
-    # Only the placement changed: the tenant graphs' setting and the datatype stay.
-    assert moved["hnsw_config"] == made["hnsw_config"]
-    assert moved["vectors"][""]["datatype"] == "float16"
+    assert _segment_storage(folder, coll) == {("ChunkedMmap", "float16", "mmap")}
+    made = _shard_config(folder, coll)
+    assert made["hnsw_config"]["payload_m"] == 16 and made["hnsw_config"]["m"] == 0
 
 
 def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
@@ -704,6 +723,10 @@ def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
     try:
         [hit] = store.retrieve(coll, [point], with_vectors=True)
         assert hit.vector == pytest.approx([0.6, 0.8, 0.0], abs=1e-6)  # still float32
+        assert {kind for _, kind, _ in _segment_storage(folder, coll)} == {"float32"}
+        assert store.compact(coll)  # rebuilt as shards are made today
+        [hit] = store.retrieve(coll, [point], with_vectors=True)
+        assert hit.vector == pytest.approx([0.6, 0.8, 0.0], abs=FLOAT16)
     finally:
         store.close()
-    assert _shard_config(folder, coll)["vectors"][""].get("datatype", "float32") == "float32"
+    assert _segment_storage(folder, coll) == {("ChunkedMmap", "float16", "mmap")}

@@ -14,7 +14,7 @@ from services.api.routes.turns import enqueue
 from shared.inputs import RequestModel
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.queues import OpsSnapshot, snapshot
-from shared.ops.vectors import VectorStats, vector_stats
+from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import WorkerInfo
 from workers.ops import heartbeat_store, pause_queue, resume_queue
 
@@ -116,7 +116,7 @@ def get_metrics(runtime: RuntimeDep, session: SessionDep, _: OperatorDep) -> Pla
         prometheus.render(
             session=session,
             settings=runtime.settings,
-            vectors=vector_stats(settings=runtime.settings, store=runtime.vectors),
+            vectors=recent_vector_stats(settings=runtime.settings, store=runtime.vectors),
         ),
         media_type=prometheus.CONTENT_TYPE,
     )
