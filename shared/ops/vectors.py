@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shared.config import Settings
+from shared.errors import DamagedCollection
 from shared.vectors.base import CollectionState, VectorStore
 from shared.vectors.scope import tiermem_collections
 
@@ -84,8 +85,23 @@ def vector_stats(*, settings: Settings, store: VectorStore | None) -> VectorStat
             f"counted up to {MAX_DESCRIBED:,} collections"
         )
         return stats
-    states = {c: state for c in ours if (state := store.describe(c)) is not None}
+    states: dict[str, CollectionState] = {}
+    damaged: list[str] = []
+    for name in ours:
+        try:
+            state = store.describe(name)
+        except DamagedCollection:  # the view (and /metrics) still answers, and says so
+            damaged.append(name)
+            continue
+        if state is not None:
+            states[name] = state
     _add_up(stats, states, ours)
+    if damaged:
+        stats.optimizer = {**(stats.optimizer or {}), "error: damaged": len(damaged)}
+        stats.note = (
+            f"{len(damaged)} damaged collections left out until `tiermem reindex` rebuilds "
+            f"them from SQL: {', '.join(damaged)}"
+        )
     return stats
 
 

@@ -86,3 +86,22 @@ def test_metrics_reuse_the_numbers_until_they_are_older_than_the_bound(tmp_path:
         assert first.points == 1 and fresh.points == 2
     finally:
         store.close()
+
+
+def test_a_damaged_collection_is_reported_not_a_failed_view(tmp_path: Path) -> None:
+    root = tmp_path / "vectors"
+    store = EdgeVectorStore(path=str(root))
+    try:
+        _user_collections(store, 2)
+        damaged = store.list_collections()[0]
+    finally:
+        store.close()
+    (root / damaged / "edge_config.json").unlink()
+    store = EdgeVectorStore(path=str(root))
+    try:
+        stats = ops_vectors.vector_stats(settings=_settings(tmp_path, "per_user"), store=store)
+    finally:
+        store.close()
+    assert stats.collections == 2 and stats.points == 1
+    assert stats.optimizer == {"none": 1, "error: damaged": 1}
+    assert stats.note is not None and damaged in stats.note and "`tiermem reindex`" in stats.note

@@ -642,6 +642,44 @@ def test_edge_keeps_a_bounded_set_of_shards_open_and_loses_nothing(
         store.close()
 
 
+def test_edge_closing_a_shard_to_make_room_waits_for_the_call_under_way(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    """So no call meets a shard closed under it, and the points a shard records at close
+    are all of them (the next open checks them)."""
+    store = EdgeVectorStore(path=str(tmp_path / "edge"), max_open_shards=1)
+    try:
+        first, second = names(), names()
+        store.upsert(first, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
+        [entry] = store._open.values()
+        inside, leave = threading.Event(), threading.Event()
+        counted: list[int] = []
+
+        def call_under_way() -> None:
+            with entry.in_use():
+                inside.set()
+                leave.wait(10)
+                counted.append(entry.shard.count(qdrant_edge.CountRequest()))
+
+        caller = threading.Thread(target=call_under_way)
+        caller.start()
+        assert inside.wait(5)
+        # Opening a second collection closes the first to make room: it waits.
+        opener = threading.Thread(
+            target=store.upsert, args=(second, [VectorPoint(pid(), [0.0, 1.0, 0.0], {})])
+        )
+        opener.start()
+        opener.join(0.5)
+        assert opener.is_alive()
+        leave.set()
+        caller.join(10)
+        opener.join(10)
+        assert counted == [1] and list(store._open) == [second]
+        assert store.count(first) == 1  # opened again, its recorded points checked
+    finally:
+        store.close()
+
+
 def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
     tmp_path: Path, names: NameFactory
 ) -> None:
@@ -649,10 +687,10 @@ def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
     try:
         coll = names()
         store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
-        [(shard, _)] = store._open.values()  # what a reader holds when the drop lands
+        [entry] = store._open.values()  # what a reader holds when the drop lands
         store.drop_collection(coll)
         with pytest.raises(Exception, match="not initialized"):
-            shard.count(qdrant_edge.CountRequest())
+            entry.shard.count(qdrant_edge.CountRequest())
         assert store.count(coll) == 0 and store.search(coll, [1.0, 0.0, 0.0], limit=3) == []
     finally:
         store.close()
