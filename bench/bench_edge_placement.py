@@ -5,7 +5,7 @@ process that measures open → first filtered search, RSS (and its anonymous par
 top-10 p50/p95 over random users, and recall@10 against exact float32 scoring.
 
     python -m bench.bench_edge_placement [--users 50000] [--queries 1000]
-                                         [--placements ram,disk,f16-ram,f16-disk]
+                                         [--placements disk,ram,earlier]
 
 The engine alone, in-process (no HTTP, no embedding): bench_users measures the product.
 Results: printed, and written to bench/results/edge_placement.md.
@@ -35,23 +35,20 @@ from bench._common import (
     percentile,
     write_results,
 )
+from shared.vectors.base import SHARED_HNSW
+from shared.vectors.edge_store import ShardSpec
 
 DIM, POINTS_PER_USER, BATCH_USERS = 384, 20, 50
-PLACEMENTS = {  # name → (vector datatype, vector memory, payload memory); None: Edge's default
-    "ram": (qe.VectorStorageDatatype.Float32, None, None),
-    "disk": (qe.VectorStorageDatatype.Float32, qe.Memory.Cold, qe.Memory.Cold),
-    "f16-ram": (qe.VectorStorageDatatype.Float16, qe.Memory.Pinned, qe.Memory.Cold),
-    "f16-disk": (qe.VectorStorageDatatype.Float16, qe.Memory.Cold, qe.Memory.Cold),
-}
+# disk and ram: the shared shard tiermem makes under TIERMEM_QDRANT__VECTOR_MEMORY (float16);
+# earlier: what versions before float16 made (float32, Edge's default placement, in RAM).
+PLACEMENTS = ("disk", "ram", "earlier")
 
 
 def shard_config(placement: str) -> qe.EdgeConfig:
-    datatype, memory, payload_memory = PLACEMENTS[placement]
-    vectors = qe.EdgeVectorParams(
-        size=DIM, distance=qe.Distance.Cosine, datatype=datatype, memory=memory
-    )
-    hnsw = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
-    return qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw, payload_memory=payload_memory)
+    if placement == "earlier":
+        vectors = qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)
+        return qe.EdgeConfig(vectors=vectors, hnsw_config=qe.HnswIndexConfig(**SHARED_HNSW))
+    return ShardSpec(dim=DIM, shared=True).config("disk" if placement == "disk" else "ram")
 
 
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -3,7 +3,7 @@ through the product's own code (messages by ingest, fact rows by the writer's ro
 vectors through Runtime.facts_of / messages_of), then a real `tiermem serve` restarted on it.
 
     python -m bench.bench_users [--users 1000,10000] [--variants edge-partitioned,edge-per_user]
-                                [--queries 300]
+                                [--queries 300] [--keep | --reuse FOLDER]
 
 Per size and variant: load time, disk (real blocks), restart → first memory search answered,
 the serve process's RSS, and memory-search and context p50/p95 over HTTP for random users.
@@ -202,22 +202,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", default="edge-partitioned")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--keep", action="store_true", help="keep the data folders")
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="measure a folder a --keep run loaded (one size and variant; load time not shown)",
+    )
     args = parser.parse_args(argv)
     rows = []
     for users in (int(u) for u in args.users.split(",")):
         for variant in args.variants.split(","):
             qdrant = VARIANTS[variant]
-            folder = Path(tempfile.mkdtemp(prefix=f"tiermem-users-{variant}-{users}-"))
+            folder = args.reuse or Path(
+                tempfile.mkdtemp(prefix=f"tiermem-users-{variant}-{users}-")
+            )
             print(f"{variant}, {users:,} users → {folder}", flush=True)
             try:
-                load_s = load(folder, qdrant, users)
+                loaded = "reused" if args.reuse else f"{load(folder, qdrant, users):.0f} s"
                 disk = disk_mb(folder)
                 m = serve_and_measure(folder, qdrant, users, args.queries)
             finally:
-                if not args.keep:
+                if not (args.keep or args.reuse):
                     shutil.rmtree(folder, ignore_errors=True)
             rows.append(
-                f"| {users:,} | {variant} | {load_s:.0f} s | {disk:.0f} MB "
+                f"| {users:,} | {variant} | {loaded} | {disk:.0f} MB "
                 f"| {m['restart_s']:.1f} s "
                 f"| {m['rss_mb'][0]:.0f} MB ({m['rss_mb'][1]:.0f}) "
                 f"| {m['search_p50']:.1f} / {m['search_p95']:.1f} ms "

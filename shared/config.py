@@ -88,10 +88,10 @@ class QdrantSettings(BaseModel):
     # tenant with the user's keyed hash as an is_tenant payload index (many users; Qdrant's
     # multitenancy guidance). ADR 0011; after changing it, `tiermem reindex` moves the store.
     layout: Literal["partitioned", "per_user"] = "partitioned"
-    # Embedded (Qdrant Edge) placement of vectors and payloads. disk: read through the page
-    # cache, RSS grows with the users searched, not stored (100k users: see
-    # docs/benchmarks.md); ram: pinned, ~1 ms faster a search, RSS grows with every vector.
-    # Applies to every shard when it is next opened.
+    # Where vectors and payloads live. disk: read through the page cache, RSS grows with the
+    # users searched, not stored (100k users: docs/benchmarks.md); ram: pinned, faster a
+    # search, RSS grows with every vector. Shards are made with it; `tiermem compact` moves
+    # shards made otherwise (the engine never does). On a server: on_disk for new collections.
     vector_memory: Literal["disk", "ram"] = "disk"
 
     @model_validator(mode="before")

@@ -40,6 +40,11 @@ class Unavailable(DomainError):
     code = "unavailable"
 
 
+class DamagedCollection(Unavailable):
+    """A vector collection's files are damaged: its calls fail (503) until `tiermem reindex`
+    drops it and rebuilds it from SQL, which holds every fact and message."""
+
+
 class TransientError(DomainError):
     """Worth retrying: timeouts, connection errors, 429 and 5xx from the LLM, lock waits."""
 

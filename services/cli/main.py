@@ -319,45 +319,33 @@ def reindex(
 
 @cli.command()
 def compact() -> None:
-    """Rewrite the embedded vector shards without the points of deleted users and memories
-    (run while serve is stopped: the folder takes one process). A Qdrant server does this
-    by itself."""
-    from shared.ops.vectors import disk_bytes
+    """Rewrite the embedded vector shards without the points of deleted users and memories,
+    as new shards are made today (run while serve is stopped: the folder takes one
+    process). A Qdrant server does this by itself."""
+    from shared.ops.vectors import compact_all
     from shared.vectors import open_vector_store
-    from shared.vectors.scope import layout_of
 
     settings = load_settings()
     try:
         store = open_vector_store(settings)
-    except Unavailable as exc:
+        try:
+            with _progress() as progress:
+                task = progress.add_task("compacting collections", total=None)
+                done = compact_all(
+                    settings=settings, store=store, progress=lambda n: progress.advance(task, n)
+                )
+        finally:
+            store.close()
+    except DomainError as exc:
         console.print(f"[red]cannot compact:[/red] {exc.message}")
         raise typer.Exit(1) from exc
-    before = disk_bytes(settings.qdrant_path)
-    try:
-        prefix = settings.qdrant.collection_prefix
-        ours = [c for c in store.list_collections() if layout_of(c, prefix)]
-        with _progress() as progress:
-            task = progress.add_task("compacting collections", total=len(ours))
-            done = 0
-            for name in ours:
-                done += store.compact(name)
-                progress.advance(task)
-    finally:
-        store.close()
-    if not done:
-        console.print(
-            "nothing to compact: "
-            + (
-                f"deleted points are freed {store.reclaims_deleted}"
-                if ours
-                else "no vector collections yet"
-            )
-        )
-        return
-    after = disk_bytes(settings.qdrant_path) or 0
-    console.print(
-        f"compacted {done} collections: {(before or 0) / 1e6:,.1f} MB → {after / 1e6:,.1f} MB"
-    )
+    if not done.collections:
+        console.print("nothing to compact: no vector collections yet")
+    elif not done.compacted:
+        console.print(f"nothing to compact: deleted points are freed {done.reclaims_deleted}")
+    else:
+        mb = [(n or 0) / 1e6 for n in (done.disk_before, done.disk_after)]
+        console.print(f"compacted {done.compacted} collections: {mb[0]:,.1f} MB → {mb[1]:,.1f} MB")
 
 
 @cli.command("repair-ids")

@@ -1,4 +1,8 @@
-"""Rebuild users' vector collections (facts, messages) and the keyword index from SQL."""
+"""Rebuild users' vector collections (facts, messages) and the keyword index from SQL.
+
+A damaged collection (one the store refuses with DamagedCollection) is rebuilt too: a
+user's own collection is dropped unopened anyway; a tenant's shared one is dropped whole and
+every user of the tenant rebuilt into it, whoever was asked for."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Callable
 from sqlmodel import Session, col, select
 
 from shared.db.models import Fact, User
+from shared.errors import DamagedCollection
 from shared.memory.history import rebuild_keyword_index, reindex_messages
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
@@ -76,7 +81,7 @@ def reindex_all(
             "than those rebuilt now: run `tiermem reindex` without --tenant/--user to "
             "remake it (history search answers its users from SQL meanwhile)"
         )
-    users = session.exec(query).all()
+    users = _with_damaged_tenants(runtime, session, list(session.exec(query).all()))
     points = 0
     for user in users:
         points += reindex_user(runtime=runtime, session=session, user=user)
@@ -90,3 +95,30 @@ def reindex_all(
             runtime.vectors.drop_collection(name)
             log.info("dropped a collection of the other layout", extra={"collection": name})
     return len(users), points
+
+
+def _with_damaged_tenants(runtime: Runtime, session: Session, users: list[User]) -> list[User]:
+    """Drop the shared collections of these users' tenants that are damaged; the users to
+    rebuild, with every user of those tenants added (their points were in them too)."""
+    damaged: set[str] = set()
+    for user in {u.tenant_id: u for u in users}.values():  # one user per tenant
+        for vectors in (
+            runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+            runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id),
+        ):
+            if vectors.user_key is None:  # a collection of their own, dropped unopened
+                continue
+            try:
+                vectors.count()  # opens the collection: a damaged one is refused
+            except DamagedCollection:
+                log.warning(
+                    "dropping damaged vector collection %s: rebuilding every user of its tenant",
+                    vectors.collection,
+                )
+                runtime.vectors.drop_collection(vectors.collection)
+                damaged.add(user.tenant_id)
+    if not damaged:
+        return users
+    asked = {u.id for u in users}
+    tenants = session.exec(select(User).where(col(User.tenant_id).in_(damaged))).all()
+    return [*users, *(u for u in tenants if u.id not in asked)]

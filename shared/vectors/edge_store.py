@@ -6,7 +6,10 @@ Measured against qdrant-client's local mode in ADR 0012. What to know (qdrant-ed
   process is refused at once with the holder named (shared.vectors.folder_owner);
 - a call holds the GIL for its whole length: keep calls small (per-user reads and writes);
   nothing here runs `optimize()`, which would stall every thread of the process;
-- a boolean payload value cannot be matched (True is read as 1): such filters are refused.
+- a boolean payload value cannot be matched (True is read as 1): such filters are refused;
+- a damaged shard may load with an error, a panic, silently fewer points, or by aborting
+  the process (a garbage id-tracker file asks for a 100 GB allocation): `_load` turns what
+  it can find into DamagedCollection, which `tiermem reindex` repairs from SQL.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +33,7 @@ from typing import IO, Any, Literal, TypeVar
 
 import qdrant_edge as qe
 
-from shared.errors import DomainError, InvalidInput, PermanentError, Unavailable
+from shared.errors import DamagedCollection, DomainError, InvalidInput, PermanentError, Unavailable
 from shared.vectors.base import (
     DENSE,
     SHARED_HNSW,
@@ -54,11 +61,16 @@ from shared.vectors.folder_owner import clear_owner, describe_holder, write_owne
 
 logger = logging.getLogger(__name__)
 
-SHARD_CONFIG = "edge_config.json"  # Edge writes it in every shard folder
+SHARD_CONFIG = "edge_config.json"  # Edge writes it in every shard folder, before any segment
 ROOT_LOCK = ".tiermem-edge.lock"
+# In a shard folder: present while this store loads the shard (left behind, the last load
+# never returned); and the number of points it held when it was last closed cleanly.
+LOADING = ".tiermem-loading"
+CLOSED_WITH = ".tiermem-closed.json"
 MAX_OPEN_SHARDS = 64
-_CLOSED = "Shard is not initialized"  # what qdrant-edge says of a call on a closed shard
+PROBE_TIMEOUT_S = 300.0
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+_COMPACTING, _COMPACTED = ".compacting-", ".compacted-"  # a compaction's folders, by stage
 T = TypeVar("T")
 # "disk": RSS grows with the users searched, not the users stored; "ram": about 1 ms faster
 # a search, RSS grows with every vector (ADR 0012).
@@ -82,11 +94,15 @@ class EdgeVectorStore:
         self._lock_file = self._take_folder()
         write_owner(self._path)
         self._lock = threading.RLock()  # guards the table of open shards, not engine calls
-        # collection → (open shard, what it was made with), least recently used first: with
-        # per_user, every user has shards, and each open one holds files and maps.
-        self._open: OrderedDict[str, tuple[qe.EdgeShard, _ShardFile]] = OrderedDict()
+        # collection → open shard, least recently used first: with per_user, every user has
+        # shards, and each open one holds files and maps.
+        self._open: OrderedDict[str, _Shard] = OrderedDict()
         self._max_open = max_open_shards
+        # Shards whose load killed a process: found once by a child process, not again.
+        self._damaged: dict[str, DamagedCollection] = {}
         self._closed = False
+        self._told_placement = False
+        _finish_compactions(self._path)
 
     def _take_folder(self) -> IO[str]:
         handle = (self._path / ROOT_LOCK).open("a")
@@ -120,9 +136,8 @@ class EdgeVectorStore:
             )
         return self._path / collection
 
-    def _entry(self, collection: str) -> tuple[qe.EdgeShard, _ShardFile] | None:
-        """The open shard and what it was made with, loaded on first use; None: no such
-        collection."""
+    def _entry(self, collection: str) -> _Shard | None:
+        """The open shard, loaded on first use; None: no such collection."""
         folder = self._folder(collection)
         with self._lock:
             self._check_open()
@@ -130,26 +145,56 @@ class EdgeVectorStore:
             if entry is not None:
                 self._open.move_to_end(collection)
                 return entry
-            if not (folder / SHARD_CONFIG).exists():
-                return None
-            made = _ShardFile.read(folder)
-            # A changed placement setting applies on open (the engine rewrites the config);
-            # the stored datatype cannot change without `tiermem reindex`.
-            config = None if made.placed(self._placement) else made.config(self._placement)
-            shard = _engine(collection, lambda: qe.EdgeShard.load(str(folder), config))
-            return self._keep(collection, shard, made)
+            if collection in self._damaged:
+                raise self._damaged[collection]
+            made = _read_spec(collection, folder)
+            if made is None:
+                return None  # none, or one that never finished being created
+            return self._keep(collection, self._load(collection, folder, made))
 
-    def _keep(
-        self, collection: str, shard: qe.EdgeShard, made: _ShardFile
-    ) -> tuple[qe.EdgeShard, _ShardFile]:
+    def _load(self, collection: str, folder: Path, made: ShardSpec) -> _Shard:
+        """Open a shard, refusing one found damaged with DamagedCollection (lock held)."""
+        marker = folder / LOADING
+        if marker.exists():
+            # The last load never returned: its process died in it. A damaged shard can
+            # abort the process that loads it, so a child process loads it first.
+            failure = _load_in_child(folder)
+            if failure is not None:
+                reason = "loading it ended the process that tried"
+                self._damaged[collection] = _damaged(collection, folder, reason, failure)
+                raise self._damaged[collection]
+        if not (made.made_as_today(self._placement) or self._told_placement):
+            # The engine keeps each segment where it was made: only a rebuild moves it.
+            self._told_placement = True
+            logger.warning(
+                "vector shards made with another placement or datatype than "
+                "TIERMEM_QDRANT__VECTOR_MEMORY=%s (e.g. %s); `tiermem compact` rebuilds them",
+                self._placement,
+                collection,
+            )
+        marker.touch()
+        try:
+            shard = _unpanicked(lambda: qe.EdgeShard.load(str(folder)))
+        except Exception as exc:
+            raise _damaged(collection, folder, "the engine cannot load it", exc) from exc
+        finally:
+            marker.unlink(missing_ok=True)
+        doubt = _doubt(shard, folder)
+        if doubt is not None:
+            _close_quietly(shard)
+            raise _damaged(collection, folder, *doubt)
+        _forget_points(folder)  # it changes from here on; a clean close records it again
+        return _Shard(shard, made, folder)
+
+    def _keep(self, collection: str, entry: _Shard) -> _Shard:
         """Hold a shard open (lock held), closing the least recently used past the limit."""
-        self._open[collection] = entry = (shard, made)
+        self._open[collection] = entry
         while len(self._open) > self._max_open:
-            _, (oldest, _) = self._open.popitem(last=False)
-            _close_quietly(oldest)
+            _, oldest = self._open.popitem(last=False)
+            oldest.close()
         return entry
 
-    def _call(self, collection: str, fn: Callable[[qe.EdgeShard, _ShardFile], T], missing: T) -> T:
+    def _call(self, collection: str, fn: Callable[[qe.EdgeShard, ShardSpec], T], missing: T) -> T:
         """fn(shard, what it was made with) on the collection's shard; `missing` when there is
         none. A shard closed under the call (dropped, or closed past the open limit) is looked
         up once more."""
@@ -158,18 +203,24 @@ class EdgeVectorStore:
             if entry is None:
                 return missing
             try:
-                return fn(*entry)
+                with entry.in_use():
+                    return _unpanicked(partial(fn, entry.shard, entry.made))
             except DomainError:
                 raise
-            except Exception as exc:  # the engine raises plain Exception, told apart by text
-                if _CLOSED in str(exc) and attempt == 1:
+            except _ShardClosed:
+                if attempt == 1:
                     continue
-                raise _engine_error(collection, exc) from exc
+                raise Unavailable(
+                    f"vector collection {collection} was closed twice under one call; retry",
+                    details={"collection": collection},
+                ) from None
+            except Exception as exc:  # the engine raises plain Exception, told apart by text
+                raise _engine_error(collection, entry.folder, exc) from exc
         return missing
 
-    def _made(self, collection: str) -> _ShardFile | None:
+    def _made(self, collection: str) -> ShardSpec | None:
         entry = self._entry(collection)
-        return None if entry is None else entry[1]
+        return None if entry is None else entry.made
 
     def ensure_collection(
         self,
@@ -187,7 +238,7 @@ class EdgeVectorStore:
             indexes = [(f, qe.KeywordIndexParams()) for f in keyword_fields]
             if tenant_field is not None:
                 indexes.insert(0, (tenant_field, qe.KeywordIndexParams(is_tenant=True)))
-            wanted = _ShardFile(dim=dim, shared=tenant_field is not None, sparse=sparse)
+            wanted = ShardSpec(dim=dim, shared=tenant_field is not None, sparse=sparse)
             with self._lock:
                 made = self._made(collection) or self._create(collection, wanted, indexes)
         if made.dim != dim:
@@ -198,23 +249,23 @@ class EdgeVectorStore:
             )
 
     def _create(
-        self, collection: str, made: _ShardFile, indexes: Sequence[tuple[str, Any]]
-    ) -> _ShardFile:
+        self, collection: str, made: ShardSpec, indexes: Sequence[tuple[str, Any]]
+    ) -> ShardSpec:
         """A new shard with its payload indexes (lock held)."""
         folder = self._folder(collection)
         if folder.exists():  # a shard that never finished being created: start it afresh
             shutil.rmtree(folder)
         config = made.config(self._placement)
-        shard = _engine(collection, lambda: qe.EdgeShard.create(str(folder), config))
+        shard = _engine(collection, folder, lambda: qe.EdgeShard.create(str(folder), config))
         try:
             for field, params in indexes:
                 op = qe.UpdateOperation.create_field_index(field, params)
-                _engine(collection, partial(shard.update, op))
+                _engine(collection, folder, partial(shard.update, op))
         except Exception:
             _close_quietly(shard)
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        self._keep(collection, shard, made)
+        self._keep(collection, _Shard(shard, made, folder))
         logger.info(
             "created vector collection",
             extra={"collection": collection, "dim": made.dim, "sparse": made.sparse},
@@ -222,14 +273,15 @@ class EdgeVectorStore:
         return made
 
     def has_sparse(self, collection: str) -> bool | None:
+        folder = self._folder(collection)
         with self._lock:
             entry = self._open.get(collection)
             if entry is not None:
-                return entry[1].sparse
-        folder = self._folder(collection)
-        if not (folder / SHARD_CONFIG).exists():
-            return None
-        return _ShardFile.read(folder).sparse  # the config alone: no shard opened for this
+                return entry.made.sparse
+            if collection in self._damaged:
+                raise self._damaged[collection]
+        made = _read_spec(collection, folder)  # the config alone: no shard opened for this
+        return None if made is None else made.sparse
 
     # -- VectorStore ------------------------------------------------------------------------
 
@@ -240,7 +292,7 @@ class EdgeVectorStore:
         dim = dense_dim(checked)
         sparse = any(p.sparse is not None for p in checked)
 
-        def write(shard: qe.EdgeShard, made: _ShardFile) -> bool:
+        def write(shard: qe.EdgeShard, made: ShardSpec) -> bool:
             structs = [_edge_point(p, made) for p in fitted(checked, sparse=made.sparse)]
             if structs:
                 shard.update(qe.UpdateOperation.upsert_points(structs))
@@ -291,7 +343,7 @@ class EdgeVectorStore:
         query = as_floats(vector)
         where = _to_filter(payload_filter) if payload_filter else None
 
-        def nearest(shard: qe.EdgeShard, made: _ShardFile) -> list[Any]:
+        def nearest(shard: qe.EdgeShard, made: ShardSpec) -> list[Any]:
             check_query_dim(query, made.dim, collection)
             request = qe.QueryRequest(
                 query=qe.Query.Nearest(query, using=DENSE if made.sparse else None),
@@ -336,7 +388,7 @@ class EdgeVectorStore:
                 )
             )
 
-        def both(shard: qe.EdgeShard, made: _ShardFile) -> HybridHits | None:
+        def both(shard: qe.EdgeShard, made: ShardSpec) -> HybridHits | None:
             if not made.sparse:
                 return None
             check_query_dim(query, made.dim, collection)
@@ -374,31 +426,38 @@ class EdgeVectorStore:
         )
 
     def compact(self, collection: str) -> bool:
-        """Copy the live points into a new shard and swap it in, so nothing of a deleted
-        point stays on disk (the engine's own vacuum leaves it in the write-ahead log). The
-        caller must own the store alone: a write meanwhile would land in the old shard."""
+        """Copy the live points into a new shard made as new shards are today (datatype,
+        placement) and swap it in, so nothing of a deleted point stays on disk (the engine's
+        own vacuum leaves it in the write-ahead log). The caller must own the store alone:
+        a write meanwhile would land in the old shard."""
         folder = self._folder(collection)
         with self._lock:
             entry = self._entry(collection)
             if entry is None:
                 return False
-            old, _ = entry
-            made = _ShardFile.read(folder)
-            fresh_folder = self._path / f".compacting-{collection}"
+            old, made = entry.shard, entry.made
+            rebuilt = ShardSpec(dim=made.dim, shared=made.shared, sparse=made.sparse)
+            fresh_folder = self._path / f"{_COMPACTING}{collection}"
             shutil.rmtree(fresh_folder, ignore_errors=True)
-            fresh = _engine(
-                collection,
-                lambda: qe.EdgeShard.create(str(fresh_folder), made.config(self._placement)),
-            )
             try:
-                _engine(collection, lambda: _copy_live_points(old, fresh))
-            finally:
-                _close_quietly(fresh)
+                fresh = _engine(
+                    collection,
+                    fresh_folder,
+                    lambda: qe.EdgeShard.create(str(fresh_folder), rebuilt.config(self._placement)),
+                )
+                try:
+                    _engine(collection, folder, lambda: _copy_live_points(old, fresh))
+                finally:
+                    _close_quietly(fresh)
+                _check_copy(old, fresh_folder, collection)
+            except BaseException:
+                shutil.rmtree(fresh_folder, ignore_errors=True)
+                raise
             self._open.pop(collection, None)
-            _close_quietly(old)
-            # A crash between the two renames leaves the collection missing, which `tiermem
-            # reindex` rebuilds from SQL; vectors are derived data.
-            trash = self._path / f".compacted-{collection}"
+            entry.close(record=False)  # its folder goes to the trash
+            # Swapped by two renames; a crash between them is finished when the folder is
+            # next opened (_finish_compactions): the copy was complete before the first.
+            trash = self._path / f"{_COMPACTED}{collection}"
             shutil.rmtree(trash, ignore_errors=True)
             folder.rename(trash)
             fresh_folder.rename(folder)
@@ -421,13 +480,17 @@ class EdgeVectorStore:
         with self._lock:
             entry = self._open.pop(collection, None)
             if entry is not None:
-                _close_quietly(entry[0])
+                entry.close(record=False)
+            self._damaged.pop(collection, None)
             if folder.exists():
                 shutil.rmtree(folder)
                 logger.info("dropped vector collection", extra={"collection": collection})
 
     def list_collections(self) -> list[str]:
-        shards = (p.parent.name for p in self._path.glob(f"*/{SHARD_CONFIG}"))
+        # A folder with segments and no config is a damaged collection, listed so that it
+        # can be dropped; one with neither never finished being created.
+        shards = {p.parent.name for p in self._path.glob(f"*/{SHARD_CONFIG}")}
+        shards.update(p.parent.parent.name for p in self._path.glob("*/segments/*"))
         return sorted(name for name in shards if _NAME.fullmatch(name))  # not a compaction's
 
     def close(self) -> None:
@@ -436,8 +499,8 @@ class EdgeVectorStore:
                 return
             self._closed = True
             try:
-                for shard, _ in self._open.values():
-                    _close_quietly(shard)
+                for entry in self._open.values():
+                    entry.close()
                 self._open.clear()
             finally:
                 clear_owner(self._path)  # while the folder is still ours
@@ -448,13 +511,108 @@ class EdgeVectorStore:
             raise RuntimeError("the vector store is closed")
 
 
-def _close_quietly(shard: qe.EdgeShard) -> None:
-    # Flushed first: a shard closed to make room, or at shutdown, keeps every write.
+class _ShardClosed(Exception):
+    """A call reached a shard being closed: the caller looks the collection up again."""
+
+
+class _EnginePanic(Exception):
+    """A Rust panic in the engine: the shard's files broke the engine's own assumptions."""
+
+
+class _Shard:
+    """An open shard, what it was made with, and the calls under way in it: closing waits
+    for them, so that no call meets a closing shard and the points it records are all there
+    are."""
+
+    def __init__(self, shard: qe.EdgeShard, made: ShardSpec, folder: Path) -> None:
+        self.shard, self.made, self.folder = shard, made, folder
+        self._calls = 0
+        self._closing = False
+        self._idle = threading.Condition()
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        with self._idle:
+            if self._closing:
+                raise _ShardClosed
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def close(self, *, record: bool = True) -> None:
+        """Flushed first: a shard closed to make room, or at shutdown, keeps every write;
+        `record`: its number of points is kept beside it for the next load to check."""
+        with self._idle:
+            self._closing = True
+            self._idle.wait_for(lambda: self._calls == 0)
+        points = None
+        if record:
+            try:
+                points = int(_unpanicked(lambda: self.shard.count(qe.CountRequest())))
+            except Exception:
+                logger.warning("counting the vector shard in %s failed", self.folder, exc_info=True)
+        if _close_quietly(self.shard) and points is not None:
+            _record_points(self.folder, points)
+
+
+def _close_quietly(shard: qe.EdgeShard) -> bool:
+    """Flush and close; False (logged) when either failed."""
+    closed = True
     for step in (shard.flush, shard.close):
         try:
-            step()
+            _unpanicked(step)
         except Exception:
             logger.warning("closing a vector shard failed", exc_info=True)
+            closed = False
+    return closed
+
+
+def _finish_compactions(root: Path) -> None:
+    """What a compaction killed mid-way left: a copy is complete once the old shard was
+    moved aside (`.compacted-`), so it takes the collection's name; any other copy is
+    unfinished and goes."""
+    for trash in root.glob(f"{_COMPACTED}*"):
+        name = trash.name.removeprefix(_COMPACTED)
+        fresh = root / f"{_COMPACTING}{name}"
+        if not (root / name).exists() and fresh.is_dir():
+            fresh.rename(root / name)
+            logger.warning("finished an interrupted compaction", extra={"collection": name})
+        shutil.rmtree(trash, ignore_errors=True)
+    for fresh in root.glob(f"{_COMPACTING}*"):
+        shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _read_spec(collection: str, folder: Path) -> ShardSpec | None:
+    """What the collection's shard was made with, from its config alone; None: no such
+    collection (or one that never finished being created); DamagedCollection when segments
+    are there without a readable config."""
+    if not (folder / SHARD_CONFIG).exists():
+        if any((folder / "segments").glob("*")):
+            raise _damaged(collection, folder, "its edge_config.json is missing")
+        return None
+    try:
+        return ShardSpec.read(folder)
+    except (OSError, ValueError, AttributeError) as exc:  # cut short, or not JSON
+        raise _damaged(collection, folder, "its edge_config.json is unreadable", exc) from exc
+
+
+def _check_copy(old: qe.EdgeShard, fresh_folder: Path, collection: str) -> None:
+    """The copy, reopened from disk, holds every live point of the old shard."""
+    copy = _engine(collection, fresh_folder, lambda: qe.EdgeShard.load(str(fresh_folder)))
+    try:
+        have, want = copy.info().points_count, old.info().points_count
+    finally:
+        _close_quietly(copy)
+    if have != want:
+        raise Unavailable(
+            f"compacting vector collection {collection} copied {have} of {want} points; "
+            "the collection is left as it was",
+            details={"collection": collection},
+        )
 
 
 def _copy_live_points(old: qe.EdgeShard, fresh: qe.EdgeShard) -> None:
@@ -476,7 +634,7 @@ def _scored(points: Sequence[Any]) -> list[VectorHit]:
     return [VectorHit(id=str(p.id), score=float(p.score), payload={}) for p in points]
 
 
-def _edge_point(point: CheckedPoint, made: _ShardFile) -> qe.Point:
+def _edge_point(point: CheckedPoint, made: ShardSpec) -> qe.Point:
     if not made.sparse:
         assert point.dense is not None  # fitted() keeps only points with one
         return qe.Point(point.id, point.dense, point.payload)
@@ -488,19 +646,33 @@ def _edge_point(point: CheckedPoint, made: _ShardFile) -> qe.Point:
     return qe.Point(point.id, named, point.payload)
 
 
-def _engine(collection: str, fn: Callable[[], T]) -> T:
+def _unpanicked(fn: Callable[[], T]) -> T:
+    """fn(), a Rust panic raised as _EnginePanic: pyo3 raises it as PanicException, which
+    derives from BaseException, so `except Exception` would let it through (a 500)."""
     try:
         return fn()
+    except BaseException as exc:
+        if type(exc).__name__ == "PanicException":
+            raise _EnginePanic(str(exc)) from exc
+        raise
+
+
+def _engine(collection: str, folder: Path, fn: Callable[[], T]) -> T:
+    try:
+        return _unpanicked(fn)
     except Exception as exc:
-        raise _engine_error(collection, exc) from exc
+        raise _engine_error(collection, folder, exc) from exc
 
 
-def _engine_error(collection: str, exc: Exception) -> DomainError:
-    """qdrant-edge raises plain Exception: a wrong dimension is the caller's; anything else
-    (disk, I/O, a damaged shard) is a 503 in the API and a retry in a worker."""
+def _engine_error(collection: str, folder: Path, exc: Exception) -> DomainError:
+    """qdrant-edge raises plain Exception: a wrong dimension is the caller's; a panic says
+    the shard is damaged; anything else (disk, I/O, damage the engine reports as an error)
+    is a 503 in the API and a retry in a worker."""
     text = str(exc)
     if "dimension error" in text:
         return InvalidInput(text, details={"collection": collection})
+    if isinstance(exc, _EnginePanic):
+        return _damaged(collection, folder, "the engine panicked reading it", exc)
     return Unavailable(
         f"the embedded vector engine failed on collection {collection}: {text[:300]} "
         "(if a shard is damaged, `tiermem reindex` rebuilds it from SQL)",
@@ -508,9 +680,105 @@ def _engine_error(collection: str, exc: Exception) -> DomainError:
     )
 
 
+def _damaged(collection: str, folder: Path, reason: str, cause: object = None) -> DamagedCollection:
+    """The error for a shard that cannot be trusted; the engine's own words go to the log
+    (with the folder), not to API clients."""
+    logger.error(
+        "vector collection %s (%s) is damaged: %s%s",
+        collection,
+        folder,
+        reason,
+        f": {str(cause)[:500]}" if cause is not None else "",
+        extra={"collection": collection},
+    )
+    return DamagedCollection(
+        f"vector collection {collection} is damaged ({reason}): it cannot be searched or "
+        "written until `tiermem reindex` drops it and rebuilds it from SQL, which holds every "
+        "fact and message (stop the process holding the vector folder first)",
+        details={"collection": collection},
+    )
+
+
+def _doubt(shard: qe.EdgeShard, folder: Path) -> tuple[str, object] | None:
+    """Why a shard that loaded cannot be trusted, if it cannot: points missing since its
+    last clean close (a segment the engine skipped, a truncated id tracker load silently),
+    or a first point that cannot be read (vectors or payloads cut short)."""
+    try:
+        recorded = _recorded_points(folder)
+        if recorded is not None:
+            points = int(_unpanicked(lambda: shard.count(qe.CountRequest())))
+            if points != recorded:
+                return f"it holds {points} points but held {recorded} when last closed", None
+        first = qe.ScrollRequest(limit=1, with_payload=True, with_vector=True)
+        _unpanicked(lambda: shard.scroll(first))
+    except Exception as exc:
+        return "its points cannot be read", exc
+    return None
+
+
+def _recorded_points(folder: Path) -> int | None:
+    try:
+        return int(json.loads((folder / CLOSED_WITH).read_text(encoding="utf-8"))["points"])
+    except (OSError, ValueError, KeyError, TypeError):  # none, or cut short by a power loss
+        return None
+
+
+def _record_points(folder: Path, points: int) -> None:
+    scratch = folder / f"{CLOSED_WITH}.tmp"
+    scratch.write_text(json.dumps({"points": points}), encoding="utf-8")
+    os.replace(scratch, folder / CLOSED_WITH)
+
+
+def _forget_points(folder: Path) -> None:
+    """Remove the close record for good (synced): one that came back after a power loss
+    would make the shard, grown since, look damaged."""
+    record = folder / CLOSED_WITH
+    if not record.exists():
+        return
+    record.unlink()
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+# A child process loads the shard under an address-space limit: the garbage that makes the
+# engine ask for tens of gigabytes fails there at once, wherever the machine has them.
+_LOAD_IN_CHILD = """
+import resource, sys
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+import qdrant_edge as qe
+shard = qe.EdgeShard.load(sys.argv[1])
+shard.scroll(qe.ScrollRequest(limit=1, with_payload=True, with_vector=True))
+shard.close()
+"""
+
+
+def _load_in_child(folder: Path) -> str | None:
+    """Why loading the shard fails in a child process (its last words), or None."""
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    limit = 4 * 2**30 + 4 * size  # the engine maps its files; Python and threads need room
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _LOAD_IN_CHILD, str(folder), str(limit)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"a load in a child process took over {PROBE_TIMEOUT_S:g} s"
+    if child.returncode == 0:
+        return None
+    words = child.stderr.strip().splitlines() or [f"exit status {child.returncode}"]
+    # a Rust abort says why first (then a backtrace); a Python traceback says it last
+    return words[0] if child.returncode < 0 else words[-1]
+
+
 @dataclass(frozen=True)
-class _ShardFile:
-    """What a shard was made with, as its config file records it."""
+class ShardSpec:
+    """What a shard is made with (`config`), or was, as its config file records it (`read`)."""
 
     dim: int
     shared: bool  # by many users (partitioned layout): graphs per user, none global
@@ -523,7 +791,7 @@ class _ShardFile:
     sparse_memory: str | None = None
 
     @classmethod
-    def read(cls, folder: Path) -> _ShardFile:
+    def read(cls, folder: Path) -> ShardSpec:
         config = json.loads((folder / SHARD_CONFIG).read_text(encoding="utf-8"))
         vectors = config.get("vectors", {})
         sparse = config.get("sparse_vectors") or {}
@@ -553,10 +821,17 @@ class _ShardFile:
             sparse_memory=sparse.get(SPARSE, {}).get("memory") if named else None,
         )
 
-    def placed(self, placement: Placement) -> bool:
+    def made_as_today(self, placement: Placement) -> bool:
+        """As `config(placement)` makes a shard now (the engine never moves one made
+        otherwise: `compact` rebuilds it)."""
         wanted = _PLACEMENT[placement]
-        kept = self.sparse_memory == wanted if self.sparse else True
-        return kept and self.memory == self.payload_memory == wanted
+        sparse_memory = self.sparse_memory if self.sparse else wanted
+        return (self.datatype, self.memory, self.payload_memory, sparse_memory) == (
+            ShardSpec(self.dim, self.shared).datatype,
+            wanted,
+            wanted,
+            wanted,
+        )
 
     def config(self, placement: Placement) -> qe.EdgeConfig:
         memory = _MEMORY[_PLACEMENT[placement]]

@@ -93,9 +93,7 @@ class QdrantVectorStore:
         self._known: dict[str, _Form] = {}
         self._closed = False
         if url is None:
-            # Our lock serializes every call, so SQLite's same-thread check only gets in the
-            # way (it is on by default where SQLite is built THREADSAFE=2, e.g. macOS).
-            self._client = QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+            self._client = QdrantClient(location=":memory:")
         else:
             # No compatibility probe: it is network I/O in a constructor, and it only warns.
             self._client = QdrantClient(url=url, api_key=api_key, check_compatibility=False)
@@ -233,7 +231,7 @@ class QdrantVectorStore:
         tenant_field: str | None,
         keyword_fields: Sequence[str],
     ) -> _Form:
-        # What Qdrant Edge makes of the same settings (edge_store._ShardFile.config), so the
+        # What Qdrant Edge makes of the same settings (edge_store.ShardSpec.config), so the
         # query plan is one from a laptop to a cluster; in-memory mode ignores all of it.
         on_disk = self._placement == "disk"
         dense = qm.VectorParams(
@@ -499,8 +497,9 @@ class QdrantVectorStore:
     def reclaims_deleted(self) -> str:
         if self.mode == "server":
             return (
-                "when the server's vacuum optimizer rewrites the segment (by Qdrant's default "
-                "once 20 % of its points are deleted); no search returns the points meanwhile"
+                "when the server's vacuum optimizer rewrites the segment (by Qdrant's defaults "
+                "once 20 % of a segment of at least 1,000 points is deleted); no search "
+                "returns the points meanwhile"
             )
         return "when this process exits (vectors held in memory)"
 

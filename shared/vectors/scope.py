@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from shared.errors import DamagedCollection
 from shared.vectors.base import (
     HybridHits,
     PayloadFilter,
@@ -185,14 +186,25 @@ def message_collections_without_sparse(
     `limit`: look at no more than that many collections (each may cost a request)."""
     names = [
         c
-        for c in store.list_collections()
-        if c.endswith(MESSAGES_SUFFIX) and layout_of(c, prefix) == layout
+        for c, made in tiermem_collections(store, prefix=prefix).items()
+        if made == layout and c.endswith(MESSAGES_SUFFIX)
     ]
-    return [c for c in names[:limit] if store.has_sparse(c) is False]
+    return [c for c in names[:limit] if _has_sparse(store, c) is False]
+
+
+def _has_sparse(store: VectorStore, collection: str) -> bool | None:
+    try:
+        return store.has_sparse(collection)
+    except DamagedCollection:  # neither form can be told; `tiermem reindex` drops it anyway
+        return None
+
+
+def tiermem_collections(store: VectorStore, *, prefix: str) -> dict[str, Layout]:
+    """tiermem's collections in the store, each with the layout that made it."""
+    return {c: layout for c in store.list_collections() if (layout := layout_of(c, prefix))}
 
 
 def other_layout_collections(store: VectorStore, *, prefix: str, layout: Layout) -> list[str]:
     """Collections the other layout left: after the layout setting changed, what `tiermem
     reindex` moves into this layout (from SQL) and then drops."""
-    names = store.list_collections()
-    return [c for c in names if layout_of(c, prefix) not in (None, layout)]
+    return [c for c, made in tiermem_collections(store, prefix=prefix).items() if made != layout]

@@ -2,7 +2,8 @@
 other from SQL: after the layout setting changes, every memory and message is found again
 and the other layout's collections are gone. The same command brings over the data dir of
 a tiermem that stored vectors in qdrant-client's local mode, which every process names
-until then; a setting that still asks for that mode stops a command with what to do."""
+until then; a setting that still asks for that mode stops a command with what to do. It
+rebuilds a damaged collection too."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from fastapi.testclient import TestClient
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from sqlalchemy import update
+from sqlmodel import Session, select
 
 from services.api.main import create_app
 from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
-from shared.db.models import Message
+from shared.db.models import Message, User
 from shared.extraction.pipeline import run_extraction
 from shared.runtime import Runtime
 from shared.vectors import local_mode_leftovers
@@ -64,10 +66,12 @@ def found(client: TestClient) -> dict[str, Any]:
     }
 
 
-def reindex(settings: Settings, layout: str, **env: str) -> subprocess.CompletedProcess[str]:
+def reindex(
+    settings: Settings, layout: str, *options: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     """`tiermem reindex` in its own process; its console writes to stderr."""
     return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "reindex"],
+        [sys.executable, "-m", "services.cli.main", "reindex", *options],
         env=tiermem_env(
             {"TIERMEM_DATA_DIR": str(settings.data_dir), "TIERMEM_QDRANT__LAYOUT": layout, **env}
         ),
@@ -203,3 +207,45 @@ def test_a_message_collection_of_an_earlier_tiermem_is_named_and_remade_by_reind
         assert jazz[0]["keyword_rank"] == 1 and jazz[0]["vector_rank"] is not None
     runtime.close()
     assert not [r for r in caplog.records if "before sparse" in r.getMessage()]
+
+
+@pytest.mark.parametrize("layout", ["partitioned", "per_user"])
+def test_a_damaged_collection_is_a_503_naming_it_and_reindex_rebuilds_it(
+    tmp_path: Path, layout: str
+) -> None:
+    settings = make_settings(tmp_path, qdrant={"layout": layout})
+    before = store_turns(settings)
+    runtime = Runtime(settings)
+    with Session(runtime.engine) as s:
+        ana = s.exec(select(User).where(User.external_id == "ana")).one()
+    damaged = runtime.facts_of(tenant_id=ana.tenant_id, user_id=ana.id).collection
+    runtime.close()
+    # A segment's state file turned to garbage: the engine refuses to load the shard.
+    [segment] = (Path(str(settings.qdrant_path)) / damaged / "segments").iterdir()
+    (segment / "segment.json").write_bytes(b"\x00\xff" * 40)
+
+    client, runtime = api(settings)
+    with client:
+        search = client.post("/v1/users/ana/memories/search", json={"query": "where she lives"})
+        assert search.status_code == 503, search.text
+        error = search.json()["error"]
+        assert error["code"] == "unavailable" and error["details"] == {"collection": damaged}
+        assert f"vector collection {damaged} is damaged" in error["message"]
+        assert "`tiermem reindex`" in error["message"] and "Service runtime" not in error["message"]
+        # The other collections keep working: ana's messages are still found by meaning...
+        history = client.get("/v1/users/ana/history/search", params={"q": "music jazz"})
+        hits = sum(h["vector_rank"] is not None for h in history.json()["data"])
+        assert hits == before["history_vector_hits"]
+        # ...and with a collection of her own, bo's memories are not hers.
+        bo = client.post("/v1/users/bo/memories/search", json={"query": "what is his job"})
+        assert bo.status_code == (200 if layout == "per_user" else 503)
+    runtime.close()
+
+    # Only ana is asked for; in the partitioned layout the tenant's collection held bo's
+    # memories too, so he is rebuilt with her.
+    run = reindex(settings, layout, "--user", "ana")
+    assert run.returncode == 0, run.stderr
+    client, runtime = api(settings)
+    with client:
+        assert found(client) == before
+    runtime.close()

@@ -1,7 +1,8 @@
 """The dedup / merge / supersede engine, driven through real extraction runs.
 
 Real SQLite (and PostgreSQL where the database's own serialization is the point), embedded
-in-memory Qdrant, the real ONNX embedder, and the LLM extractor talking to the scripted server.
+in-memory Qdrant (the races: Qdrant Edge in a folder, in both vector layouts), the real ONNX
+embedder, and the LLM extractor talking to the scripted server.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.tenancy import create_tenant
 from shared.vectors import VectorPoint
-from shared.vectors.scope import UserVectors
+from shared.vectors.scope import Layout, UserVectors, layout_of
 from tests import factories as f
 from tests.conftest import make_settings
 from tests.scripted_llm import ScriptedLLM
@@ -117,6 +118,9 @@ class World:
     def point_count(self) -> int:
         return self.facts_vectors().count()
 
+    def layouts(self) -> set[Layout | None]:
+        return {layout_of(c, "tm_") for c in self.runtime.vectors.list_collections()}
+
     def cosine(self, a: str, b: str) -> float:
         va, vb = self.runtime.embedder.embed([a, b])
         return float(np.dot(va, vb))
@@ -147,10 +151,12 @@ class World:
 def make_world_fixture(tmp_path: Path, scripted_llm: ScriptedLLM) -> Iterator[Callable[..., World]]:
     runtimes: list[Runtime] = []
 
-    def make(*, dedup_threshold: float = 0.9, **overrides: Any) -> World:
+    def make(
+        *, dedup_threshold: float = 0.9, qdrant: dict[str, Any] | None = None, **overrides: Any
+    ) -> World:
         settings = make_settings(
             tmp_path,
-            qdrant={"in_memory": True},
+            qdrant=qdrant or {"in_memory": True},
             llm={"base_url": scripted_llm.base_url, "timeout_s": 10},
             extraction={"dedup_threshold": dedup_threshold},
             **overrides,
@@ -448,12 +454,21 @@ def _tea_turns(world: World) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("locks", ["local", "redis"])
+def _edge(layout: str) -> dict[str, Any]:
+    """The embedded engine in the data dir, in one layout: in per_user the racers also race
+    to create the user's collection; in partitioned they share the tenant's."""
+    return {"layout": layout}
+
+
+# The layout changes the vector writes, not the lock: per_user once, with one lock kind.
+@pytest.mark.parametrize(
+    ("locks", "layout"), [("local", "partitioned"), ("redis", "partitioned"), ("local", "per_user")]
+)
 def test_concurrent_turns_yielding_one_fact_store_it_once(
-    make_world: Callable[..., World], request: pytest.FixtureRequest, locks: str
+    make_world: Callable[..., World], request: pytest.FixtureRequest, locks: str, layout: str
 ) -> None:
     redis_url = request.getfixturevalue("redis_url") if locks == "redis" else None
-    world = make_world(redis_url=redis_url)
+    world = make_world(redis_url=redis_url, qdrant=_edge(layout))
     expected = RedisUserLocks if locks == "redis" else LocalUserLocks
     assert isinstance(world.runtime.user_locks, expected)
     run_ids = _tea_turns(world)
@@ -472,6 +487,7 @@ def test_concurrent_turns_yielding_one_fact_store_it_once(
         statuses = s.exec(select(ExtractionRun.status)).all()
     assert statuses == ["done"] * RACERS
     assert world.point_count() == 1
+    assert world.layouts() == {layout}
 
 
 class _NoLocks:
@@ -485,14 +501,18 @@ def _database(request: pytest.FixtureRequest, database: str) -> dict[str, Any]:
     return {"database_url": request.getfixturevalue("pg_url")} if database == "postgresql" else {}
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(
+    ("database", "layout"),
+    [("sqlite", "partitioned"), ("postgresql", "partitioned"), ("sqlite", "per_user")],
+)
 def test_the_race_without_the_user_lock_still_stores_one_fact(
     make_world: Callable[..., World],
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     database: str,
+    layout: str,
 ) -> None:
-    world = make_world(**_database(request, database))
+    world = make_world(**_database(request, database), qdrant=_edge(layout))
     monkeypatch.setattr(world.runtime, "user_locks", _NoLocks())
     run_ids = _tea_turns(world)
 
@@ -523,6 +543,7 @@ def test_the_race_without_the_user_lock_still_stores_one_fact(
     assert fact.mention_count == RACERS
     assert len(fact.source_message_ids) == 2 * RACERS
     assert world.point_count() == 1
+    assert world.layouts() == {layout}
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])

@@ -105,6 +105,9 @@ def test_depth_drain_workers_and_metrics(stack: Stack, scripted_llm: ScriptedLLM
     assert metric(text, "tiermem_workers") == 1
     tokens = 'tiermem_llm_tokens_total{kind="prompt",model="gpt-4o-mini",stage="extraction"}'
     assert metric(text, tokens) > 0
+    # The worker owns the embedded vector folder: the API reports what its files tell.
+    assert metric(text, "tiermem_vector_disk_bytes") > 0
+    assert "tiermem_vector_points{" not in text
 
     # The terminal view reads the same numbers straight from SQL, Redis and the heartbeats.
     status = subprocess.run(

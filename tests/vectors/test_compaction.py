@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 import qdrant_edge
 
 from shared.db.migrate import upgrade_to_head
@@ -121,3 +122,50 @@ def test_compaction_keeps_sparse_vectors_and_sparse_only_points(tmp_path: Path) 
             assert found is not None and [h.id for h in found.sparse] == [point]
     finally:
         store.close()
+
+
+def test_a_compaction_killed_between_its_renames_is_finished_on_the_next_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "vectors"
+    store = EdgeVectorStore(path=str(folder))
+    points = [VectorPoint(str(uuid.uuid4()), [1.0, float(i), 0.0], {"n": i}) for i in range(20)]
+    store.upsert("tm_shared", points)
+    renames = 0
+    real_rename = Path.rename
+
+    def dies_after_the_first(self: Path, target: Path) -> Path:  # the process dies here
+        nonlocal renames
+        renames += 1
+        if renames == 2:
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", dies_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        store.compact("tm_shared")
+    monkeypatch.undo()
+    assert not (folder / "tm_shared").exists()  # the window a crash can fall into
+    store.close()
+
+    again = EdgeVectorStore(path=str(folder))
+    try:
+        assert again.list_collections() == ["tm_shared"]
+        assert again.count("tm_shared") == 20
+    finally:
+        again.close()
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["tm_shared"]
+
+
+def test_an_unfinished_copy_is_dropped_and_the_collection_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "vectors"
+    store = EdgeVectorStore(path=str(folder))
+    store.upsert("tm_shared", [VectorPoint(str(uuid.uuid4()), [1.0, 0.0, 0.0], {})])
+    store.close()
+    (folder / ".compacting-tm_shared").mkdir()  # killed while copying
+    again = EdgeVectorStore(path=str(folder))
+    try:
+        assert again.count("tm_shared") == 1
+    finally:
+        again.close()
+    assert not (folder / ".compacting-tm_shared").exists()

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.vectors import QdrantVectorStore, VectorPoint
+from shared.vectors import VectorPoint
+from shared.vectors.qdrant_store import QdrantVectorStore
 from shared.vectors.scope import USER_FIELD, Kind, Layout, UserVectors, user_vectors
 from shared.vectors.sparse import document_terms, query_terms
 

@@ -27,7 +27,6 @@ from shared.config import QdrantSettings, Settings
 from shared.errors import InvalidInput, PermanentError, Unavailable
 from shared.vectors import (
     HybridHits,
-    QdrantVectorStore,
     VectorPoint,
     VectorStore,
     collection_name,
@@ -35,9 +34,10 @@ from shared.vectors import (
     point_id,
     qdrant_store,
 )
-from shared.vectors.base import SparseVector
-from shared.vectors.edge_store import EdgeVectorStore
+from shared.vectors.base import SPARSE, SparseVector
+from shared.vectors.edge_store import EdgeVectorStore, ShardSpec
 from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
+from shared.vectors.qdrant_store import QdrantVectorStore
 from shared.vectors.sparse import document_terms, query_terms
 
 SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
@@ -825,6 +825,44 @@ def test_edge_keeps_a_bounded_set_of_shards_open_and_loses_nothing(
         store.close()
 
 
+def test_edge_closing_a_shard_to_make_room_waits_for_the_call_under_way(
+    tmp_path: Path, names: NameFactory
+) -> None:
+    """So no call meets a shard closed under it, and the points a shard records at close
+    are all of them (the next open checks them)."""
+    store = EdgeVectorStore(path=str(tmp_path / "edge"), max_open_shards=1)
+    try:
+        first, second = names(), names()
+        store.upsert(first, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
+        [entry] = store._open.values()
+        inside, leave = threading.Event(), threading.Event()
+        counted: list[int] = []
+
+        def call_under_way() -> None:
+            with entry.in_use():
+                inside.set()
+                leave.wait(10)
+                counted.append(entry.shard.count(qdrant_edge.CountRequest()))
+
+        caller = threading.Thread(target=call_under_way)
+        caller.start()
+        assert inside.wait(5)
+        # Opening a second collection closes the first to make room: it waits.
+        opener = threading.Thread(
+            target=store.upsert, args=(second, [VectorPoint(pid(), [0.0, 1.0, 0.0], {})])
+        )
+        opener.start()
+        opener.join(0.5)
+        assert opener.is_alive()
+        leave.set()
+        caller.join(10)
+        opener.join(10)
+        assert counted == [1] and list(store._open) == [second]
+        assert store.count(first) == 1  # opened again, its recorded points checked
+    finally:
+        store.close()
+
+
 def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
     tmp_path: Path, names: NameFactory
 ) -> None:
@@ -832,10 +870,10 @@ def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
     try:
         coll = names()
         store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
-        [(shard, _)] = store._open.values()  # what a reader holds when the drop lands
+        [entry] = store._open.values()  # what a reader holds when the drop lands
         store.drop_collection(coll)
         with pytest.raises(Exception, match="not initialized"):
-            shard.count(qdrant_edge.CountRequest())
+            entry.shard.count(qdrant_edge.CountRequest())
         assert store.count(coll) == 0 and store.search(coll, [1.0, 0.0, 0.0], limit=3) == []
     finally:
         store.close()
@@ -845,29 +883,48 @@ def _shard_config(folder: Path, coll: str) -> dict[str, Any]:
     return json.loads((folder / coll / "edge_config.json").read_text())
 
 
-def test_edge_placement_setting_applies_when_a_shard_is_next_opened(
-    tmp_path: Path, names: NameFactory
+def _segment_storage(folder: Path, coll: str) -> set[tuple[str, str, str]]:
+    """(vector storage, datatype, payload storage) of each segment: where the engine keeps
+    the data, which only a rebuild changes."""
+    found = set()
+    for file in (folder / coll / "segments").glob("*/segment.json"):
+        config = json.loads(file.read_text())["config"]
+        [vectors] = config["vector_data"].values()  # unnamed, or DENSE
+        found.add(
+            (
+                vectors["storage_type"],
+                vectors.get("datatype") or "float32",  # absent: the default
+                config["payload_storage_type"]["type"],
+            )
+        )
+    return found
+
+
+def test_edge_placement_is_made_at_creation_and_moved_by_compaction(
+    tmp_path: Path, names: NameFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder, coll, point = tmp_path / "edge", names(), pid()
     store = EdgeVectorStore(path=str(folder), placement="ram")
     store.ensure_collection(coll, 3, tenant_field="tm_user")
     store.upsert(coll, [VectorPoint(point, [0.0, 1.0, 0.0], {"tm_user": "u1"})])
     store.close()
-    made = _shard_config(folder, coll)
-    assert made["vectors"][""]["memory"] == made["payload_memory"] == "pinned"
-    assert made["vectors"][""]["datatype"] == "float16"
+    pinned = {("InRamChunkedMmap", "float16", "in_ram_mmap")}
+    assert _segment_storage(folder, coll) == pinned
 
     again = EdgeVectorStore(path=str(folder), placement="disk")
     try:
         [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
         assert hit.id == point
+        assert "`tiermem compact` rebuilds them" in caplog.text  # said, not silently ignored
+        assert _segment_storage(folder, coll) == pinned  # opening does not move data
+        assert again.compact(coll)
+        [hit] = again.search(coll, [0.0, 1.0, 0.0], limit=5, payload_filter={"tm_user": "u1"})
+        assert hit.id == point and hit.payload == {"tm_user": "u1"}
     finally:
         again.close()
-    moved = _shard_config(folder, coll)
-    assert moved["vectors"][""]["memory"] == moved["payload_memory"] == "cold"
-    # Only the placement changed: the tenant graphs' setting and the datatype stay.
-    assert moved["hnsw_config"] == made["hnsw_config"]
-    assert moved["vectors"][""]["datatype"] == "float16"
+    assert _segment_storage(folder, coll) == {("ChunkedMmap", "float16", "mmap")}
+    made = _shard_config(folder, coll)
+    assert made["hnsw_config"]["payload_m"] == 16 and made["hnsw_config"]["m"] == 0
 
 
 def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
@@ -887,13 +944,25 @@ def test_edge_opens_a_float32_shard_of_an_earlier_version_as_it_was_made(
     try:
         [hit] = store.retrieve(coll, [point], with_vectors=True)
         assert hit.vector == pytest.approx([0.6, 0.8, 0.0], abs=1e-6)  # still float32
+        assert {kind for _, kind, _ in _segment_storage(folder, coll)} == {"float32"}
+        assert store.compact(coll)  # rebuilt as shards are made today
+        [hit] = store.retrieve(coll, [point], with_vectors=True)
+        assert hit.vector == pytest.approx([0.6, 0.8, 0.0], abs=FLOAT16)
     finally:
         store.close()
-    assert _shard_config(folder, coll)["vectors"][""].get("datatype", "float32") == "float32"
+    assert _segment_storage(folder, coll) == {("ChunkedMmap", "float16", "mmap")}
 
 
-def test_edge_reopens_a_shard_with_sparse_vectors_its_indexes_and_a_new_placement(
-    tmp_path: Path, names: NameFactory
+def _sparse_memory(folder: Path, coll: str) -> set[str]:
+    """Where each segment keeps its BM25 index (made at creation, moved only by a rebuild)."""
+    return {
+        json.loads(file.read_text())["config"]["sparse_vector_data"][SPARSE]["index"]["memory"]
+        for file in (folder / coll / "segments").glob("*/segment.json")
+    }
+
+
+def test_edge_sparse_shard_keeps_its_indexes_and_is_placed_by_compaction(
+    tmp_path: Path, names: NameFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder, coll, point = tmp_path / "edge", names(), pid()
     store = EdgeVectorStore(path=str(folder), placement="disk")
@@ -903,21 +972,29 @@ def test_edge_reopens_a_shard_with_sparse_vectors_its_indexes_and_a_new_placemen
     made = _shard_config(folder, coll)
     assert made["vectors"]["dense"]["memory"] == made["sparse_vectors"]["bm25"]["memory"] == "cold"
     assert made["sparse_vectors"]["bm25"]["modifier"] == "idf"
+    assert _sparse_memory(folder, coll) == {"cold"}
 
     again = EdgeVectorStore(path=str(folder), placement="ram")
     try:
         assert again.has_sparse(coll) is True and not again._open  # read from the config alone
-        found = again.hybrid_search(
-            coll, [0.0, 1.0, 0.0], query_terms("dogs"), limit=3, payload_filter={"u": "a"}
-        )
-        assert found is not None and [h.id for h in found.sparse] == [point]
-        [(shard, _)] = again._open.values()
-        assert set(shard.info().payload_schema) == {"u", "session_id"}
+        for _ in ("as made", "compacted"):
+            found = again.hybrid_search(
+                coll, [0.0, 1.0, 0.0], query_terms("dogs"), limit=3, payload_filter={"u": "a"}
+            )
+            assert found is not None and [h.id for h in found.sparse] == [point]
+            assert [h.id for h in found.dense] == [point]
+            [entry] = again._open.values()
+            assert set(entry.shard.info().payload_schema) == {"u", "session_id"}
+            assert "`tiermem compact` rebuilds them" in caplog.text
+            assert again.compact(coll)
     finally:
         again.close()
-    moved = _shard_config(folder, coll)
-    assert moved["vectors"]["dense"]["memory"] == moved["sparse_vectors"]["bm25"]["memory"]
-    assert moved["sparse_vectors"]["bm25"]["memory"] == "pinned"
+    assert _segment_storage(folder, coll) == {("InRamChunkedMmap", "float16", "in_ram_mmap")}
+    assert _sparse_memory(folder, coll) == {"pinned"}
+    # A BM25 index placed otherwise than the dense vectors is rebuilt too.
+    moved = ShardSpec.read(folder / coll)
+    assert moved.sparse and moved.made_as_today("ram") and not moved.made_as_today("disk")
+    assert not dataclasses.replace(moved, sparse_memory="cold").made_as_today("ram")
 
 
 def test_edge_message_shard_of_an_earlier_version_answers_no_hybrid_query(

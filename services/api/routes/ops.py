@@ -11,11 +11,13 @@ from pydantic import BaseModel, Field
 
 from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep
 from services.api.routes.turns import enqueue
+from shared.errors import Unavailable
 from shared.inputs import RequestModel
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.queues import OpsSnapshot, snapshot
-from shared.ops.vectors import VectorStats, vector_stats
+from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import WorkerInfo
+from shared.vectors import VectorStore
 from workers.ops import heartbeat_store, pause_queue, resume_queue
 
 router = APIRouter(tags=["ops"])
@@ -112,12 +114,13 @@ METRICS_DOC: dict[int | str, dict[str, Any]] = {
 
 @router.get("/metrics", response_model=None, responses=METRICS_DOC)
 def get_metrics(runtime: RuntimeDep, session: SessionDep, _: OperatorDep) -> PlainTextResponse:
+    try:
+        store: VectorStore | None = runtime.vectors
+    except Unavailable:  # a worker owns the embedded folder: what its files tell, not a 503
+        store = None
+    vectors = recent_vector_stats(settings=runtime.settings, store=store)
     return PlainTextResponse(
-        prometheus.render(
-            session=session,
-            settings=runtime.settings,
-            vectors=vector_stats(settings=runtime.settings, store=runtime.vectors),
-        ),
+        prometheus.render(session=session, settings=runtime.settings, vectors=vectors),
         media_type=prometheus.CONTENT_TYPE,
     )
 
