@@ -379,7 +379,7 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
 # Table rows: (what, labels whose self time it sums)
 BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("query embedding (ONNX MiniLM, cache miss)", ("embed",)),
-    ("fact vector search (Qdrant, user's collection)", ("qdrant:facts",)),
+    ("fact vector search (Qdrant Edge, the user's points)", ("qdrant:facts",)),
     ("fact rows: SQL", ("sql@rank_memories",)),
     ("fact ranking + ORM rows (Python)", ("rank_memories",)),
     ("history: keyword search SQL (FTS5)", ("sql@keyword_search", "keyword_search")),
@@ -618,7 +618,7 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         f"- Command: `{command_line('python -m bench.bench_context', argv)}` "
         f"(wall time {wall / 60:.1f} min; process niceness "
         f"{os.getpriority(os.PRIO_PROCESS, 0)}, mem0's subprocess inherits it)",
-        "- Embedded default: SQLite file (WAL), embedded Qdrant on a folder (not :memory:), "
+        "- Embedded default: SQLite file (WAL), Qdrant Edge on a folder (the partitioned layout), "
         "local int8 all-MiniLM-L6-v2 on onnxruntime (1 thread per call); every world is "
         "reopened from disk before it is measured, then warmed with "
         f"{args.warmup} queries that are not timed.",
@@ -641,7 +641,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
     lines += [
         "",
         "Messages go through `shared.ingest` (SQL + the FTS5 index by trigger) and "
-        "`shared.memory.history.index_messages` (the user's message collection). `writer` = "
+        "`shared.memory.history.index_messages` (the user's points of the tenant's message "
+        "collection). `writer` = "
         "`shared.memory.writer.write_facts` in turns of 1–10 facts; `bulk` = the same rows "
         "and points written at once, with write_facts' merge decisions replayed (facts it "
         "would merge are merged the same way and replaced by new ones). Every world is "
@@ -651,7 +652,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         "## build_context latency (end to end, in process)",
         "",
         "Per query: open a DB session, resolve session and user, embed the query, search the "
-        "user's fact collection, read and rank the fact rows, search earlier messages "
+        "user's facts (their points of the tenant's collection), read and rank the fact rows, "
+        "search earlier messages "
         "(FTS5 + message collection, fused), scan them with the injection guard, read the "
         "session tier, pack a 4,000-token prompt with tiktoken counts.",
         "",
@@ -672,7 +674,7 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
     lines += [
         "",
         "The same queries in CPU time of the calling thread (everything runs on it: "
-        "onnxruntime with one intra-op thread, SQLite, Qdrant's numpy): the latency without "
+        "onnxruntime with one intra-op thread, SQLite, Qdrant Edge): the latency without "
         "the time spent waiting for a core, i.e. close to what an otherwise idle core gives.",
         "",
         "| scenario | CPU p50 ms | CPU p95 ms | CPU p99 ms | CPU p95 ≤ 25 ms |",
@@ -769,8 +771,9 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             "What each side does per query:",
             "",
             "- **ours, search_memories**: open a DB session, load the user row, embed the query "
-            "(same ONNX model, cache empty), query the user's own collection for the top "
-            f"{K} (no payload filter: one collection per user), read those rows from SQL "
+            "(same ONNX model, cache empty), query the user's points for the top "
+            f"{K} (the tenant's collection narrowed to the user by its is_tenant index), "
+            "read those rows from SQL "
             "(dropping superseded ones), build the response models.",
             "- **ours, build_context**: everything in the table above — memories (30 over-"
             "fetched, blended and ranked), earlier messages (keyword + vector, fused), session "

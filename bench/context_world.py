@@ -168,10 +168,10 @@ def load_sessions(
             if loaded is None:
                 loaded = LoadedUser(external_id, result.user_id, sid)
             loaded.session_external_id = sid  # the last one is the current session
-            for m in result.messages:
+            for m, said in zip(result.messages, gen.messages, strict=True):
                 all_ids.append(m.id)
                 if m.role == "user":
-                    loaded.user_message_ids.append((m.id, result.session_id, m.created_at))
+                    loaded.user_message_ids.append((m.id, result.session_id, said.created_at))
         session.commit()
         assert loaded is not None
         # The steady state after the worker ran: every run done, every message extracted.

