@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import shutil
 import tempfile
 import time
@@ -65,6 +64,7 @@ from bench._common import (
     user_messages,
     write_results,
 )
+from bench.locomo import CATEGORIES, DATA, Dataset, Question, found_all, found_any, load_dataset
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
@@ -86,70 +86,11 @@ from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 from shared.vectors.scope import USER_FIELD
 
-DATA = Path("/work/shared/data/locomo-dev/locomo-dev.json")
 K = 10
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DENSE, SPARSE, TEXT = "dense", "bm25", "text"
 BATCH = 256
 PAD_MESSAGES = 20
 RRF_K = Settings(_env_file=None).context.rrf_k  # the product's fusion constant
-
-
-# -- the dataset ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Turn:
-    role: str
-    speaker: str
-    text: str
-    dia_id: str
-    said_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class Question:
-    user: str  # the conversation's sample_id
-    text: str
-    evidence: frozenset[str]
-    category: int
-
-
-@dataclass
-class Dataset:
-    sessions: dict[tuple[str, int], list[Turn]] = field(default_factory=dict)
-    questions: list[Question] = field(default_factory=list)
-
-
-def session_date(value: str) -> dt.datetime:
-    """LoCoMo's "1:56 pm on 8 May, 2023", as UTC."""
-    return dt.datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
-
-
-def load_dataset(path: Path) -> Dataset:
-    data = Dataset()
-    for sample in json.loads(path.read_text(encoding="utf-8")):
-        user, conv = sample["sample_id"], sample["conversation"]
-        number = 1
-        while f"session_{number}" in conv:
-            start = session_date(conv[f"session_{number}_date_time"])
-            data.sessions[(user, number)] = [
-                Turn(
-                    role="user" if t["speaker"] == conv["speaker_a"] else "assistant",
-                    speaker=t["speaker"],
-                    text=t["text"],
-                    dia_id=t["dia_id"],
-                    said_at=start + dt.timedelta(seconds=i),  # same day, in order
-                )
-                for i, t in enumerate(conv[f"session_{number}"])
-            ]
-            number += 1
-        for qa in sample["qa"]:
-            # One evidence entry reads "D8:6; D9:17"; categories 5 (adversarial) name none.
-            evidence = frozenset(e.strip() for x in qa["evidence"] for e in x.split(";"))
-            if qa["category"] in CATEGORIES and evidence:
-                data.questions.append(Question(user, qa["question"], evidence, qa["category"]))
-    return data
 
 
 # -- the product, loaded through its own code -----------------------------------------------
@@ -493,10 +434,8 @@ class Score:
 
     def add(self, question: Question, hits: Sequence[str | None]) -> None:
         self.hits.append(list(hits))
-        top = set(hits[:K])
-        five = set(hits[:5])
-        mark = (bool(question.evidence & top), question.evidence <= top,
-                bool(question.evidence & five))  # fmt: skip
+        mark = (found_any(question, hits, K), found_all(question, hits, K),
+                found_any(question, hits, 5))  # fmt: skip
         self.found["all"].append(mark)
         self.found[CATEGORIES[question.category]].append(mark)
 
