@@ -29,3 +29,4 @@ bench:
 	$(BIN)/python -m bench.bench_replay
 	$(BIN)/python -m bench.bench_users --users 1000,10000
 	$(BIN)/python -m bench.bench_hybrid
+	$(BIN)/python -m bench.bench_recall
