@@ -39,7 +39,7 @@ from shared.extraction.prefilter import is_small_talk
 from shared.runtime import Runtime
 from shared.vectors import Vector, VectorPoint
 from shared.vectors.scope import SESSION_FIELD, UserVectors
-from shared.vectors.sparse import document_terms, query_terms
+from shared.vectors.sparse import blended_terms, query_terms
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +117,25 @@ def _embed_uncached(runtime: Runtime, texts: Sequence[str]) -> Vectors:
     return inner.embed(texts)
 
 
-def _points(runtime: Runtime, rows: Sequence[Message]) -> list[VectorPoint]:
+def previous_contents(session: Session, rows: Sequence[Message]) -> dict[str, str]:
+    """message id → the text of the message just before it in its session (one query)."""
+    wanted = {(r.session_id, r.seq - 1): r.id for r in rows if r.seq > 0}
+    if not wanted:
+        return {}
+    found = session.exec(
+        select(Message.session_id, Message.seq, Message.content).where(
+            col(Message.session_id).in_({sid for sid, _ in wanted}),
+            col(Message.seq).in_({seq for _, seq in wanted}),
+        )
+    ).all()
+    return {wanted[(sid, seq)]: text for sid, seq, text in found if (sid, seq) in wanted}
+
+
+def _points(runtime: Runtime, rows: Sequence[Message], before: dict[str, str]) -> list[VectorPoint]:
     """The messages as points: a dense vector when is_indexable (one embed call), a sparse
-    one of the plain content (not the dated text: that lost temporal and open-domain
-    questions, ADR 0013) when it has any terms; neither, no point."""
+    one when it has any terms, of its plain content (not the dated text: that lost temporal
+    and open-domain questions, ADR 0013) after the message before it (`before`), so that an
+    answer is found by the words of the question it answers; neither, no point."""
     dense = [r for r in rows if is_indexable(r)]
     vectors: dict[str, Vector] = {}
     if dense:
@@ -128,7 +143,7 @@ def _points(runtime: Runtime, rows: Sequence[Message]) -> list[VectorPoint]:
         vectors = {r.id: v for r, v in zip(dense, embedded, strict=True)}
     points = []
     for r in rows:
-        vector, sparse = vectors.get(r.id), document_terms(r.content)
+        vector, sparse = vectors.get(r.id), blended_terms(r.content, before.get(r.id))
         if vector is None and sparse is None:
             continue
         # session_id is the internal id: payload values are never shown to clients.
@@ -192,9 +207,10 @@ def index_messages(
             .where(col(Message.id).in_(wanted), Message.user_id == user_id)
             .order_by(col(Message.seq))
         ).all()
+        before = previous_contents(session, rows)
     if not rows:
         return 0
-    made = _points(runtime, rows)
+    made = _points(runtime, rows, before)
     messages = runtime.messages_of(tenant_id=tenant_id, user_id=user_id)
     with runtime.user_locks.hold(user_id):
         with Session(runtime.read_engine) as session:
@@ -234,7 +250,8 @@ def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: i
     ).all()
     written = 0
     for start in range(0, len(rows), batch):
-        points = _points(runtime, rows[start : start + batch])
+        chunk = rows[start : start + batch]
+        points = _points(runtime, chunk, previous_contents(session, chunk))
         messages.upsert(points)
         written += len(points)
     if _holds_words(messages):

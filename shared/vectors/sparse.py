@@ -16,6 +16,9 @@ import qdrant_edge as qe
 
 from shared.vectors.base import SparseVector
 
+# How much the words of the message before count in a message's sparse vector.
+CONTEXT_WEIGHT = 0.5
+
 
 @cache
 def _bm25() -> qe.Bm25:
@@ -26,6 +29,21 @@ def document_terms(text: str) -> SparseVector | None:
     """The sparse vector a message is stored with; None when it has no terms (stopwords,
     punctuation)."""
     return _sparse(_bm25().embed_document(text))
+
+
+def blended_terms(
+    text: str, context: str | None, *, weight: float = CONTEXT_WEIGHT
+) -> SparseVector | None:
+    """A message's terms plus, at `weight`, those of the text before it (the question it
+    answers): found by the question's words, yet ranked below the message that said them."""
+    own = document_terms(text)
+    around = document_terms(context) if context else None
+    if around is None:
+        return own
+    merged = dict(zip(own.indices, own.values, strict=True)) if own else {}
+    for index, value in zip(around.indices, around.values, strict=True):
+        merged[index] = merged.get(index, 0.0) + weight * value
+    return SparseVector(list(merged), list(merged.values()))
 
 
 def query_terms(text: str) -> SparseVector | None:
