@@ -35,6 +35,7 @@ from bench._common import (
     percentile,
     write_results,
 )
+from shared.ops.vectors import disk_bytes
 from shared.vectors.base import SHARED_HNSW
 from shared.vectors.edge_store import ShardSpec
 
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         folder = Path(tempfile.mkdtemp(prefix=f"tiermem-placement-{placement}-"))
         try:
             built = build(folder / "shard", placement, args.users)
-            disk = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file()) / 1e6
+            disk = (disk_bytes(str(folder)) or 0) / 1e6
             fresh = subprocess.run(
                 [sys.executable, "-m", "bench.bench_edge_placement", "--measure",
                  str(folder / "shard"), "--users", str(args.users), "--queries",

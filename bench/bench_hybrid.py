@@ -81,6 +81,7 @@ from shared.memory.history import (
     search_history_in_sql,
     vector_search,
 )
+from shared.ops.vectors import disk_bytes
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
@@ -478,10 +479,9 @@ def embed_questions(
     return vectors, percentile(ms, 50)
 
 
-def disk_mb(paths: Sequence[Path]) -> float:
+def disk_mb(folders: Sequence[Path]) -> float:
     """Real blocks (Edge's WAL files are sparse)."""
-    files = [f for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
-    return sum(f.stat().st_blocks * 512 for f in files) / 1e6
+    return sum(disk_bytes(str(folder)) or 0 for folder in folders) / 1e6
 
 
 # -- report ------------------------------------------------------------------------------------

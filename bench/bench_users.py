@@ -49,6 +49,7 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory import writer
+from shared.ops.vectors import disk_bytes
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
@@ -140,10 +141,6 @@ def load(folder: Path, qdrant: dict[str, str], users: int, seed: int = 7) -> flo
     return time.perf_counter() - started
 
 
-def disk_mb(folder: Path) -> float:
-    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file()) / 1e6
-
-
 def rss_mb(pid: int) -> tuple[float, float]:
     """(resident, of which anonymous) MB: the rest is file pages the kernel can drop."""
     fields = dict(
@@ -218,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{variant}, {users:,} users → {folder}", flush=True)
             try:
                 loaded = "reused" if args.reuse else f"{load(folder, qdrant, users):.0f} s"
-                disk = disk_mb(folder)
+                disk = (disk_bytes(str(folder)) or 0) / 1e6
                 m = serve_and_measure(folder, qdrant, users, args.queries)
             finally:
                 if not (args.keep or args.reuse):

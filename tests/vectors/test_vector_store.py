@@ -573,7 +573,7 @@ def test_a_collection_without_sparse_vectors_keeps_the_dense_ones(
 
 
 def test_a_collection_remade_with_sparse_vectors_elsewhere_is_seen(
-    store: QdrantVectorStore, names: NameFactory, monkeypatch: pytest.MonkeyPatch
+    store: QdrantVectorStore, names: NameFactory
 ) -> None:
     """`tiermem reindex` in another process remakes a message collection while this store
     still knows it without sparse vectors: a search reads the form again at once, and a
@@ -588,8 +588,8 @@ def test_a_collection_remade_with_sparse_vectors_elsewhere_is_seen(
     store.upsert(coll, [VectorPoint(point, [1.0, 0.0, 0.0], {}, sparse=words("dog"))])
     store._known[coll] = stale
     assert [h.id for h in store.search(coll, [1.0, 0.0, 0.0], limit=3)] == [point]
-    store._known[coll] = stale
-    monkeypatch.setattr(qdrant_store, "RECHECK_S", 0.0)
+    # Known that long ago: as a process sees it RECHECK_S after it last looked.
+    store._known[coll] = stale._replace(read_at=stale.read_at - qdrant_store.RECHECK_S - 1)
     found = store.hybrid_search(coll, [1.0, 0.0, 0.0], query_terms("dog"), limit=3)
     assert found is not None and [h.id for h in found.sparse] == [point]
 
