@@ -52,14 +52,19 @@ class ContextSettings(BaseModel):
     earlier_messages_share: float = 0.2
     history_share: float = 0.5
     max_memories: int = 30
-    max_earlier_messages: int = 10
+    max_earlier_messages: int = 40
     min_memory_score: float = 0.2  # cosine floor before blending
     # Ranking blend for memories: similarity, recency (half-life in days), mention count.
     weight_similarity: float = 0.75
     weight_recency: float = 0.15
     weight_mentions: float = 0.10
     recency_half_life_days: float = 90.0
-    rrf_k: int = 60  # reciprocal rank fusion constant for history search
+    # History search: a hit's score is its BM25 over the best candidate's (0-1) plus this
+    # weight × its cosine similarity to the query (ADR 0014) ...
+    history_vector_weight: float = 1.5
+    # ... plus this when the query names who said it ("What did Caroline research?").
+    history_speaker_bonus: float = 0.1
+    rrf_k: int = 60  # reciprocal rank fusion constant, when SQL full-text answers history search
 
 
 class EmbeddingSettings(BaseModel):

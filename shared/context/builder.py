@@ -270,6 +270,18 @@ class _Budget:
         return True
 
 
+def _history_need(history: list[HistoryEntry], name: str, share: int) -> int:
+    """The tokens the session's newest history takes, up to its share."""
+    need = line_tokens(t.HISTORY_HEADER) if history else 0
+    for entry in reversed(history):
+        if need >= share:
+            break
+        need += line_tokens(
+            t.HISTORY_LINE.format(speaker=_speaker(entry, name), content=entry.content)
+        )
+    return min(need, share)
+
+
 def _assemble(
     *,
     user: str,
@@ -331,11 +343,16 @@ def _assemble(
             )
     memory_tokens = packer.used
 
-    # earlier messages: their share plus whatever the memories left
+    # earlier messages: their share, plus what the memories left, plus what this session's
+    # own history does not need of its share (in a new session, all of it: more earlier
+    # messages are then all the budget can buy)
+    history_share = int(budget * cfg.history_share)
     share_end = (
         packer.used
         + int(budget * cfg.earlier_messages_share)
         + max(0, int(budget * cfg.memories_share) - memory_tokens)
+        + history_share
+        - _history_need(history, name, history_share)
     )
     earlier: list[MessageHit] = []
     earlier_lines: list[str] = []

@@ -25,9 +25,15 @@ class MessageHit(BaseModel):
     speaker: str | None
     content: str
     created_at: dt.datetime
-    score: float  # reciprocal-rank-fusion score
-    keyword_rank: int | None = None
-    vector_rank: int | None = None
+    # Why it was found. score: what the hits are ordered by — keyword_score +
+    # history_vector_weight × vector_score (+ history_speaker_bonus when speaker_named);
+    # reciprocal rank fusion of the ranks when SQL full-text answers instead of the engine.
+    score: float
+    keyword_rank: int | None = None  # its rank by words (BM25), None: not among the best
+    vector_rank: int | None = None  # its rank by meaning
+    keyword_score: float | None = None  # BM25 over the best candidate's, 0-1
+    vector_score: float | None = None  # cosine similarity to the query
+    speaker_named: bool = False  # the query names who said it
 
 
 class HistoryEntry(BaseModel):

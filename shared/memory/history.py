@@ -11,10 +11,12 @@ folder, or the collection predates sparse vectors (`tiermem reindex` remakes it)
 full-text (SQLite FTS5 bm25 or PostgreSQL ts_rank, migration 0003) stands in for the
 words' list, as before ADR 0013.
 
-The lists are fused with reciprocal rank fusion: on long chat histories keyword search
-wins single-hop and date questions, vectors win paraphrases, and their top lists overlap
-little, so the fusion beats either alone (measured on a public multi-session chat
-benchmark). Every hit keeps its rank in each list (keyword_rank, vector_rank).
+The lists are fused: on long chat histories keyword search wins single-hop and date
+questions, vectors win paraphrases, and their top lists overlap little, so the fusion beats
+either alone (measured on a public multi-session chat benchmark). The engine's answer is
+fused by score (ADR 0014: BM25 over the best candidate's + a weight × cosine, plus a bonus
+when the query names the speaker), SQL full-text's by reciprocal rank (its scores do not
+compare with the engine's). Every hit keeps its rank and score in each list.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -442,6 +444,9 @@ class Fused:
     score: float
     keyword_rank: int | None
     vector_rank: int | None
+    keyword_score: float | None = None  # BM25 over the best candidate's: 0-1
+    vector_score: float | None = None  # cosine
+    speaker_named: bool = False
 
 
 def reciprocal_rank_fusion(
@@ -452,15 +457,7 @@ def reciprocal_rank_fusion(
     Ties break toward the better keyword rank (keyword search is the stronger single
     signal on chat histories), then the better vector rank, then the id: deterministic.
     """
-    return fuse_ranks(_ranks(keyword), _ranks(vector), rrf_k=rrf_k)
-
-
-def _ranks(ids: Sequence[str]) -> dict[str, int]:
-    return {mid: rank for rank, mid in enumerate(dict.fromkeys(ids), start=1)}
-
-
-def fuse_ranks(kw: Mapping[str, int], vec: Mapping[str, int], *, rrf_k: int) -> list[Fused]:
-    """reciprocal_rank_fusion over ranks already given (message id → rank from 1)."""
+    kw, vec = _ranks(keyword), _ranks(vector)
     fused = [
         Fused(
             message_id=mid,
@@ -470,11 +467,94 @@ def fuse_ranks(kw: Mapping[str, int], vec: Mapping[str, int], *, rrf_k: int) -> 
         )
         for mid in dict.fromkeys([*kw, *vec])
     ]
+    return _ordered(fused)
+
+
+def _ranks(ids: Sequence[str]) -> dict[str, int]:
+    return {mid: rank for rank, mid in enumerate(dict.fromkeys(ids), start=1)}
+
+
+def _ordered(fused: list[Fused]) -> list[Fused]:
     missing = 1 << 30  # sorts after any real rank
     fused.sort(
         key=lambda f: (-f.score, f.keyword_rank or missing, f.vector_rank or missing, f.message_id)
     )
     return fused
+
+
+def fuse_scores(
+    words: Sequence[tuple[str, float]],
+    meaning: Sequence[tuple[str, float]],
+    *,
+    depth: int,
+    vector_weight: float,
+    fresh: Mapping[str, int] | None = None,
+) -> list[Fused]:
+    """score = BM25 / the best BM25 among the candidates + vector_weight × cosine.
+
+    Scores, not ranks: how far the first hit stands above the tenth is the signal reciprocal
+    rank fusion throws away (ADR 0014). Each list is the engine's best `depth`: a candidate
+    missing from a full list ranks below its last hit there and is given the last hit's
+    score (the best it can have); missing from a shorter one, it has no score there (0: no
+    word of the query, or no dense vector). `fresh`: messages the engine does not hold yet,
+    by their rank in SQL full-text, given the engine's keyword score at that rank (its last
+    past its end; the best, 1, when it found none) and the lowest cosine of the list by
+    meaning (the worker embeds them soon)."""
+    fresh = fresh or {}
+    best = max([s for _, s in words[:1]], default=0.0) or 1.0
+    keyword = {mid: s / best for mid, s in words}
+    vector = dict(meaning)
+    floor_kw = keyword[words[-1][0]] if len(words) >= depth else 0.0
+    floor_vec = vector[meaning[-1][0]] if len(meaning) >= depth else 0.0
+    by_rank = [s / best for _, s in words]
+    kw_rank, vec_rank = _ranks([m for m, _ in words]), _ranks([m for m, _ in meaning])
+    fresh_vec = min(vector.values(), default=0.0)
+    fused = []
+    for mid in dict.fromkeys([*keyword, *fresh, *vector]):
+        k_score, v_score, rank = keyword.get(mid), vector.get(mid), kw_rank.get(mid)
+        if mid in fresh and k_score is None:  # indexed meanwhile: the engine's score stands
+            rank = fresh[mid]
+            k_score = by_rank[min(rank, len(by_rank)) - 1] if by_rank else 1.0
+        by_meaning = v_score if v_score is not None else fresh_vec if mid in fresh else floor_vec
+        score = (floor_kw if k_score is None else k_score) + vector_weight * by_meaning
+        fused.append(
+            Fused(
+                message_id=mid,
+                score=score,
+                keyword_rank=rank,
+                vector_rank=vec_rank.get(mid),
+                keyword_score=k_score,
+                vector_score=v_score,
+            )
+        )
+    return _ordered(fused)
+
+
+def name_words(text: str) -> set[str]:
+    """The words a name is recognised by in a query: lowercased, a possessive's 's dropped
+    ("Caroline's" → "caroline"), stopwords out."""
+    words = (t.lower().removesuffix("'s").removesuffix("’s") for t in _TERM.findall(text))
+    return {w for w in words if w and w not in _STOPWORDS}
+
+
+def with_speakers_named(
+    fused: Sequence[Fused], speakers: Mapping[str, str | None], query: str, *, bonus: float
+) -> list[Fused]:
+    """Candidates whose speaker the query names ("What did Caroline research?") rise by
+    `bonus`: the question is about what that person said, and the words of the name itself
+    mostly match messages addressed to them. Candidates not in `speakers` (deleted since
+    the engine answered) are dropped."""
+    asked = name_words(query)
+    out = []
+    for f in fused:
+        if f.message_id not in speakers:
+            continue
+        speaker = speakers[f.message_id]
+        named = bool(bonus and speaker and asked & name_words(speaker))
+        if named:
+            f = replace(f, score=f.score + bonus, speaker_named=True)
+        out.append(f)
+    return _ordered(out)
 
 
 # Built once (a context build runs it on every message); "ids" expands to the candidates.
@@ -542,7 +622,6 @@ def search_history(
             by_meaning=dense,
             exclude_session_id=exclude_session_id,
         )
-    words = _ranks([h.id for h in found.sparse])
     fresh = unindexed_keyword_ranks(
         session=session,
         user_id=user.id,
@@ -550,16 +629,18 @@ def search_history(
         limit=depth,
         exclude_session_id=exclude_session_id,
     )
-    for mid, rank in fresh.items():  # indexed meanwhile: the engine's rank stands
-        words.setdefault(mid, rank)
-    fused = fuse_ranks(
-        words, _ranks([h.id for h in found.dense]), rrf_k=runtime.settings.context.rrf_k
+    cfg = runtime.settings.context
+    fused = fuse_scores(
+        [(h.id, h.score) for h in found.sparse],
+        [(h.id, h.score) for h in found.dense],
+        depth=depth,
+        vector_weight=cfg.history_vector_weight,
+        fresh=fresh,
     )
-    # Rows of the first k only; more if some are gone (deleted, their point not yet).
-    rows = _rows(session, user, [f.message_id for f in fused[:k]])
-    if len(rows) < k < len(fused):
-        rows.update(_rows(session, user, [f.message_id for f in fused[k:]]))
-    return _hits([f for f in fused if f.message_id in rows][:k], rows)
+    speakers = _speakers(session, user, [f.message_id for f in fused])
+    ranked = with_speakers_named(fused, speakers, query, bonus=cfg.history_speaker_bonus)[:k]
+    rows = _rows(session, user, [f.message_id for f in ranked])
+    return _hits([f for f in ranked if f.message_id in rows], rows)
 
 
 def search_history_in_sql(
@@ -594,6 +675,20 @@ def search_history_in_sql(
     return _hits(fused[:k], rows)
 
 
+def _speakers(session: Session, user: User, ids: Sequence[str]) -> dict[str, str | None]:
+    """message id → speaker, for the ids that are still the user's messages."""
+    if not ids:
+        return {}
+    found = session.execute(_SPEAKERS, {"ids": list(ids), "user_id": user.id})
+    return {r.id: r.speaker for r in found}
+
+
+_SPEAKERS: Select[*tuple[Any, ...]] = sa_select(col(Message.id), col(Message.speaker)).where(
+    col(Message.id).in_(bindparam("ids", expanding=True)),
+    col(Message.user_id) == bindparam("user_id"),
+)
+
+
 def _rows(session: Session, user: User, ids: Sequence[str]) -> dict[str, Any]:
     # Plain column tuples, not ORM objects: hydrating ~80 Message rows per search cost more
     # than the keyword query itself.
@@ -618,6 +713,9 @@ def _hits(fused: Sequence[Fused], rows: Mapping[str, Any]) -> list[MessageHit]:
                 score=round(f.score, 6),
                 keyword_rank=f.keyword_rank,
                 vector_rank=f.vector_rank,
+                keyword_score=None if f.keyword_score is None else round(f.keyword_score, 6),
+                vector_score=None if f.vector_score is None else round(f.vector_score, 6),
+                speaker_named=f.speaker_named,
             )
         )
     return hits

@@ -158,3 +158,31 @@ def test_chat_messages_end_with_history(world: tuple[Runtime, str]) -> None:
     result = ctx(world, query="trip", budget=4000)
     assert result.messages[0].role == "system"
     assert [m.role for m in result.messages[1:]] == ["user", "assistant"] * 3
+
+
+def test_a_new_session_spends_the_history_share_on_earlier_messages(
+    world: tuple[Runtime, str],
+) -> None:
+    """A session with no history of its own leaves the history's share of the budget to the
+    earlier messages; a session with history keeps what its history needs of it."""
+    runtime, tenant_id = world
+    query, budget = "What did Ana say about Rex, the sofa, the trip and Lisbon?", 500
+    with Session(runtime.engine) as session:
+        fresh = build_context(
+            runtime=runtime,
+            session=session,
+            tenant_id=tenant_id,
+            user_external_id="ana",
+            session_external_id="s-not-started",
+            query=query,
+            budget_tokens=budget,
+        )
+    ongoing = ctx(world, query=query, budget=budget)
+    cfg = runtime.settings.context
+    old_cap = int(budget * (cfg.earlier_messages_share + cfg.memories_share))
+    assert not fresh.history and ongoing.history
+    fresh_earlier = fresh.section_tokens["earlier_messages"]
+    assert fresh.section_tokens["memories"] + fresh_earlier > old_cap
+    assert len(fresh.earlier_messages) > len(ongoing.earlier_messages)
+    assert len(ongoing.history) == 6  # its whole history still fits: it needs that much
+    assert fresh.token_count <= budget and ongoing.token_count <= budget
