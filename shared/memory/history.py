@@ -488,39 +488,44 @@ def fuse_scores(
     *,
     depth: int,
     vector_weight: float,
+    rescored: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
     fresh: Mapping[str, int] | None = None,
 ) -> list[Fused]:
     """score = BM25 / the best BM25 among the candidates + vector_weight × cosine.
 
     Scores, not ranks: how far the first hit stands above the tenth is the signal reciprocal
-    rank fusion throws away (ADR 0014). Each list is the engine's best `depth`: a candidate
-    missing from a full list ranks below its last hit there and is given the last hit's
-    score (the best it can have); missing from a shorter one, it has no score there (0: no
-    word of the query, or no dense vector). `fresh`: messages the engine does not hold yet,
-    by their rank in SQL full-text, given the engine's keyword score at that rank (its last
-    past its end; the best, 1, when it found none) and the lowest cosine of the list by
-    meaning (the worker embeds them soon)."""
+    rank fusion throws away (ADR 0014). `words` and `meaning` are the engine's best `depth`
+    by each; `rescored` (keyword, vector) scores every candidate of either by both, and a
+    candidate it does not score has no score there (no word of the query, no dense vector).
+    Without it, a candidate missing from a full list ranks below its last hit there and is
+    given the last hit's score (the most it can have); missing from a shorter one, 0.
+    `fresh`: messages the engine does not hold yet, by their rank in SQL full-text, given
+    the engine's keyword score at that rank (its last past its end; the best, 1, when it
+    found none) and the lowest cosine of the list by meaning (the worker embeds them soon)."""
     fresh = fresh or {}
     best = max([s for _, s in words[:1]], default=0.0) or 1.0
-    keyword = {mid: s / best for mid, s in words}
-    vector = dict(meaning)
-    floor_kw = keyword[words[-1][0]] if len(words) >= depth else 0.0
-    floor_vec = vector[meaning[-1][0]] if len(meaning) >= depth else 0.0
+    if rescored is not None:
+        by_words, by_meaning = rescored
+        floor_kw = floor_vec = 0.0
+    else:
+        by_words, by_meaning = dict(words), dict(meaning)
+        floor_kw = words[-1][1] / best if len(words) >= depth else 0.0
+        floor_vec = meaning[-1][1] if len(meaning) >= depth else 0.0
     by_rank = [s / best for _, s in words]
     kw_rank, vec_rank = _ranks([m for m, _ in words]), _ranks([m for m, _ in meaning])
-    fresh_vec = min(vector.values(), default=0.0)
+    fresh_vec = min((s for _, s in meaning), default=0.0)
     fused = []
-    for mid in dict.fromkeys([*keyword, *fresh, *vector]):
-        k_score, v_score, rank = keyword.get(mid), vector.get(mid), kw_rank.get(mid)
-        if mid in fresh and k_score is None:  # indexed meanwhile: the engine's score stands
+    for mid in dict.fromkeys([*kw_rank, *vec_rank, *fresh]):
+        k_score = by_words[mid] / best if mid in by_words else None
+        v_score, rank = by_meaning.get(mid), kw_rank.get(mid)
+        if mid in fresh and rank is None:  # indexed meanwhile: the engine's score stands
             rank = fresh[mid]
             k_score = by_rank[min(rank, len(by_rank)) - 1] if by_rank else 1.0
-        by_meaning = v_score if v_score is not None else fresh_vec if mid in fresh else floor_vec
-        score = (floor_kw if k_score is None else k_score) + vector_weight * by_meaning
+        cosine = v_score if v_score is not None else fresh_vec if mid in fresh else floor_vec
         fused.append(
             Fused(
                 message_id=mid,
-                score=score,
+                score=(floor_kw if k_score is None else k_score) + vector_weight * cosine,
                 keyword_rank=rank,
                 vector_rank=vec_rank.get(mid),
                 keyword_score=k_score,
@@ -635,6 +640,7 @@ def search_history(
         [(h.id, h.score) for h in found.dense],
         depth=depth,
         vector_weight=cfg.history_vector_weight,
+        rescored=(found.sparse_scores, found.dense_scores),
         fresh=fresh,
     )
     speakers = _speakers(session, user, [f.message_id for f in fused])

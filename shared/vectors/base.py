@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
@@ -77,10 +77,17 @@ class VectorHit:
 class HybridHits:
     """One hybrid query's two ranked lists, best first: by meaning (the dense vector) and by
     words (BM25 over the sparse vector). The caller fuses them: it wants each hit's rank in
-    each list, not only a fused order."""
+    each list, not only a fused order.
+
+    `dense_scores` / `sparse_scores`: every hit of either list scored by both (a second,
+    id-filtered pass), so a hit near the top of one list and just below the other's cut
+    keeps its real score there; a hit absent from one has no score there (no dense vector,
+    or no word of the query)."""
 
     dense: list[VectorHit]
     sparse: list[VectorHit]
+    dense_scores: dict[str, float] = field(default_factory=dict)
+    sparse_scores: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

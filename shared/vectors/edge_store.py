@@ -370,23 +370,21 @@ class EdgeVectorStore:
         exclude: PayloadFilter | None = None,
     ) -> HybridHits | None:
         query, terms = hybrid_query(dense, sparse)
-        where = _to_filter(payload_filter or {}, exclude=exclude)
         # IDF over the points the filter selects (one user's in a shared shard), not every
         # tenant's: their words would set the weights of this user's (ADR 0013).
         corpus = _to_filter(payload_filter) if payload_filter else None
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=corpus)) if corpus else None
-        nearest = qe.Query.Nearest(query, using=DENSE)
-        requests = [qe.QueryRequest(limit, query=nearest, filter=where)]
-        if terms is not None:
-            words = qe.SparseVector(terms.indices, terms.values)
-            requests.append(
-                qe.QueryRequest(
-                    limit,
-                    query=qe.Query.Nearest(words, using=SPARSE),
-                    filter=where,
-                    params=idf,
-                )
-            )
+        words = qe.SparseVector(terms.indices, terms.values) if terms is not None else None
+
+        def requests(size: int, ids: Sequence[str] = ()) -> list[qe.QueryRequest]:
+            where = _to_filter(payload_filter or {}, has_ids=ids, exclude=exclude)
+            batch = [
+                qe.QueryRequest(size, query=qe.Query.Nearest(query, using=DENSE), filter=where)
+            ]
+            if words is not None:
+                nearest = qe.Query.Nearest(words, using=SPARSE)
+                batch.append(qe.QueryRequest(size, query=nearest, filter=where, params=idf))
+            return batch
 
         def both(shard: qe.EdgeShard, made: ShardSpec) -> HybridHits | None:
             if not made.sparse:
@@ -396,9 +394,19 @@ class EdgeVectorStore:
                 return HybridHits([], [])
             # One planned batch: the two searches share a pass over the segments, and cost
             # what one RRF-fused query does (ADR 0013, "Wired").
-            found = shard.query_batch(qe.QueryBatchRequest(requests))
-            by_meaning, by_words = found[0], found[1] if terms is not None else []
-            return HybridHits(_scored(by_meaning), _scored(by_words))
+            found = shard.query_batch(qe.QueryBatchRequest(requests(limit)))
+            by_meaning, by_words = _scored(found[0]), _scored(found[1]) if words else []
+            ids = list(dict.fromkeys(h.id for h in [*by_meaning, *by_words]))
+            if not ids:
+                return HybridHits([], [])
+            # Then every candidate by both (ADR 0014): a few dozen points, found by id.
+            again = shard.query_batch(qe.QueryBatchRequest(requests(len(ids), ids)))
+            return HybridHits(
+                by_meaning,
+                by_words,
+                dense_scores={str(p.id): float(p.score) for p in again[0]},
+                sparse_scores={str(p.id): float(p.score) for p in again[1]} if words else {},
+            )
 
         result: HybridHits | None = self._call(collection, both, missing=None)
         return result

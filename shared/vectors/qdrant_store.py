@@ -429,16 +429,24 @@ class QdrantVectorStore:
     ) -> HybridHits | None:
         query, terms = hybrid_query(dense, sparse)
         scope = _to_filter(payload_filter)
-        where = _to_filter(payload_filter, exclude=exclude)
         # IDF over the points the filter selects (one user's in a shared collection), not
         # every tenant's: their words would set the weights of this user's (ADR 0013).
         idf = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=scope)) if scope else None
-        requests = [qm.QueryRequest(query=query, using=DENSE, filter=where, limit=limit)]
-        if terms is not None:
-            words = qm.SparseVector(indices=terms.indices, values=terms.values)
-            requests.append(
-                qm.QueryRequest(query=words, using=SPARSE, filter=where, limit=limit, params=idf)
-            )
+        words = (
+            qm.SparseVector(indices=terms.indices, values=terms.values)
+            if terms is not None
+            else None
+        )
+
+        def requests(size: int, ids: Sequence[str] = ()) -> list[qm.QueryRequest]:
+            where = _to_filter(payload_filter, exclude=exclude, has_ids=ids)
+            batch = [qm.QueryRequest(query=query, using=DENSE, filter=where, limit=size)]
+            if words is not None:
+                batch.append(
+                    qm.QueryRequest(query=words, using=SPARSE, filter=where, limit=size, params=idf)
+                )
+            return batch
+
         with self._lock:
             known = self._form(collection)
             if known is None or not known.sparse:
@@ -449,15 +457,36 @@ class QdrantVectorStore:
             try:
                 # One request: a server plans the two searches as a batch.
                 found = self._call(
-                    lambda: self._client.query_batch_points(collection, requests=requests)
+                    lambda: self._client.query_batch_points(collection, requests=requests(limit))
+                )
+                by_meaning = _scored(found[0].points)
+                by_words = _scored(found[1].points) if words is not None else []
+                ids = list(dict.fromkeys(h.id for h in [*by_meaning, *by_words]))
+                # Then every candidate by both (ADR 0014): a few dozen points, found by id.
+                again = (
+                    self._call(
+                        lambda: self._client.query_batch_points(
+                            collection, requests=requests(len(ids), ids)
+                        )
+                    )
+                    if ids
+                    else []
                 )
             except (UnexpectedResponse, ValueError) as exc:
                 if self._is_missing(exc, collection):
                     self._known.pop(collection, None)
                     return None
                 raise
-        by_words = found[1].points if terms is not None else []
-        return HybridHits(_scored(found[0].points), _scored(by_words))
+        if not ids:
+            return HybridHits([], [])
+        return HybridHits(
+            by_meaning,
+            by_words,
+            dense_scores={str(p.id): float(p.score) for p in again[0].points},
+            sparse_scores=(
+                {str(p.id): float(p.score) for p in again[1].points} if words is not None else {}
+            ),
+        )
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
@@ -569,13 +598,16 @@ def _scored(points: Sequence[qm.ScoredPoint]) -> list[VectorHit]:
 
 
 def _to_filter(
-    payload_filter: PayloadFilter | None, *, exclude: PayloadFilter | None = None
+    payload_filter: PayloadFilter | None,
+    *,
+    exclude: PayloadFilter | None = None,
+    has_ids: Sequence[str] = (),
 ) -> qm.Filter | None:
-    if not payload_filter and not exclude:
+    if not payload_filter and not exclude and not has_ids:
         return None
-    return qm.Filter(
-        must=_conditions(payload_filter) or None, must_not=_conditions(exclude) or None
-    )
+    must: list[qm.Condition] = [qm.HasIdCondition(has_id=list(has_ids))] if has_ids else []
+    must += _conditions(payload_filter)
+    return qm.Filter(must=must or None, must_not=_conditions(exclude) or None)
 
 
 def _conditions(payload_filter: PayloadFilter | None) -> list[qm.Condition]:

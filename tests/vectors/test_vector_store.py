@@ -483,6 +483,34 @@ def test_hybrid_search_gives_both_ranked_lists(
     assert store.hybrid_search(coll, [1.0, 0.0, 0.0], None, limit=0) == HybridHits([], [])
 
 
+def test_hybrid_search_scores_every_candidate_by_both(
+    store: QdrantVectorStore, chat: tuple[str, dict[str, str]]
+) -> None:
+    """A hit cut from one list (limit 1) still carries its score there, from the second,
+    id-filtered pass; one the other list cannot score (no dense vector, no word of the
+    query) has none; other users' points never enter."""
+    coll, ids = chat
+    found = store.hybrid_search(
+        coll, [0.0, 1.0, 0.0], query_terms("dog sofa"), limit=1, payload_filter={"u": "ana"}
+    )
+    assert found is not None
+    assert [h.id for h in found.dense] == [ids["paris"]]
+    assert [h.id for h in found.sparse] == [ids["sofa"]]
+    assert set(found.dense_scores) == {ids["paris"], ids["sofa"]}
+    assert found.dense_scores[ids["paris"]] == pytest.approx(1.0, abs=FLOAT16)
+    assert found.dense_scores[ids["sofa"]] == pytest.approx(0.0, abs=FLOAT16)
+    assert set(found.sparse_scores) <= {ids["sofa"], ids["paris"]}
+    assert found.sparse_scores[ids["sofa"]] == pytest.approx(found.sparse[0].score)
+    assert found.sparse_scores.get(ids["paris"], 0.0) == 0.0  # no word of the query
+    # The rescoring keeps the IDF of the user's own points: the same BM25 as the full list.
+    full = store.hybrid_search(
+        coll, [0.0, 1.0, 0.0], query_terms("dog sofa"), limit=10, payload_filter={"u": "ana"}
+    )
+    assert full is not None
+    assert full.sparse_scores[ids["rex"]] == pytest.approx(full.sparse[1].score)
+    assert ids["other"] not in {*full.dense_scores, *full.sparse_scores}
+
+
 def test_hybrid_search_leaves_out_what_exclude_matches(
     store: QdrantVectorStore, chat: tuple[str, dict[str, str]]
 ) -> None:
