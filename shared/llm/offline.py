@@ -1,4 +1,9 @@
-"""The labelled rule-based extractor used when no LLM is configured ("offline-1")."""
+"""The labelled rule-based extractor used when no LLM is configured.
+
+"offline-2" added events and activities ("I went to a support group yesterday") to the
+profile rules of "offline-1": replay with it (`POST /v1/ops/replay`) to extract them from
+sessions stored before.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from shared.llm.offline_dates import find_date, warm_up
 from shared.llm.offline_lexicon import Ctx, Item, strip_fillers
 from shared.llm.offline_rules import MENTIONS, RULES
 
-VERSION = "offline-1"
+VERSION = "offline-2"
 
 # Sentence ends, except after the usual abbreviations ("Dr. Smith", "St. Mary's").
 _SENTENCES = re.compile(

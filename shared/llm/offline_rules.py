@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from shared.llm import offline_events as events
 from shared.llm import offline_life as life
 from shared.llm import offline_profile as profile
 from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, PETS, REL, REL_MOD, Builder, Rule
@@ -190,6 +191,11 @@ RULES: tuple[Rule, ...] = (
     _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
     _r(life.play, r"^i play (?P<v>.+)$"),
     _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
+    # events and activities: last, so that every rule above has had its turn
+    # ("we" includes the speaker; a sentence may drop its "I": "Lost my job yesterday")
+    _r(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),
+    _r(events.has_done, _WE, r"(?:have|has) (?P<verb>[a-z]+) (?P<v>.+)$"),
+    _r(events.doing, _WE, r"(?P<aux>am|are|have been) (?P<verb>[a-z]+ing) (?P<v>.+)$"),
     # Negated clauses reach only these: here the negation is the statement itself.
     _r(
         life.not_like,

@@ -186,7 +186,44 @@ NOTHING = [
     "I like your answer, thanks.",
     "I'm going to try that now.",
     "I'm getting a KeyError when I run this script.",
+    # feelings, talk and pointers: no event in them
+    "I felt so happy.",
+    "I thought about it a lot.",
+    "I did that too!",
+    "I loved it so much.",
+    "I told her about it yesterday.",
+    "I'm thinking about it.",
+    "I didn't go to the party last week.",
+    "Painted by my daughter.",
 ]
+
+# Events and activities (the date, when stated, resolved against SESSION, Wed 8 May 2024).
+EVENTS = [
+    ("I went to a support group yesterday and it was so powerful.",
+     "Ana went to a support group on 7 May 2024."),
+    ("Last week I volunteered at the animal shelter with my sister.",
+     "Ana volunteered at the animal shelter with their sister on 1 May 2024."),
+    ("I've been researching adoption agencies.", "Ana has been researching adoption agencies."),
+    ("I'm taking pottery classes, they're so relaxing.", "Ana is taking pottery classes."),
+    ("I have finished my first marathon!", "Ana has finished their first marathon."),
+    ("We explored the coast and hit some national parks.",
+     "Ana explored the coast and hit some national parks."),
+    ("Lost my job as a banker yesterday, so I'm starting my own business.",
+     "Ana lost their job as a banker on 7 May 2024."),
+    ("Two days ago I retook the driving test.", "Ana retook the driving test on 6 May 2024."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "content"), EVENTS)
+def test_events_are_kept_as_facts(extractor: OfflineExtractor, text: str, content: str) -> None:
+    """What a person did or is doing, in their own words: the facts conversational chat is
+    mostly made of, and what later questions ask about ("When did Ana go to ...?")."""
+    facts = run(extractor, text).facts
+    event = next((f for f in facts if "events" in f.tags), None)
+    assert event is not None, [f.content for f in facts]
+    assert event.content == content
+    assert event.type == "fact" and event.slot is None  # events accumulate
+    assert (event.valid_from is not None) == (" on " in content)
 
 
 @pytest.mark.parametrize("text", NOTHING)
@@ -367,7 +404,7 @@ def test_hedged_statements_are_less_confident(extractor: OfflineExtractor) -> No
 
 def test_labelled_as_offline(extractor: OfflineExtractor) -> None:
     result = run(extractor, "I live in Berlin.")
-    assert (extractor.kind, extractor.version) == ("offline", "offline-1")
+    assert (extractor.kind, extractor.version) == ("offline", "offline-2")
     assert (result.extractor, result.extractor_version, result.model) == ("offline", VERSION, None)
 
 

@@ -1,0 +1,130 @@
+"""Offline extractor builders for what a person did, is doing or has done: events and activities.
+
+In conversational chat most of what people later ask about is events ("When did Ana go to
+the support group?"), not profile attributes. These rules run last, after every profile,
+preference, plan and decision rule had its turn, and keep only concrete statements: a verb
+of doing (not of thinking, feeling or saying), an object that stands on its own (not "it",
+"that", "there"), and no negation (negated clauses never reach them). Events are facts with
+no slot: they accumulate, nothing supersedes them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared.llm.offline_lexicon import (
+    POINTERS,
+    TASK_WORDS,
+    Ctx,
+    Item,
+    clean,
+    keyword,
+    past_date,
+    points_elsewhere,
+    words,
+)
+from shared.llm.offline_profile import M
+
+# Past tenses that are not "-ed", of verbs people do things with.
+IRREGULAR_PAST = words(
+    "went made got took saw bought began became brought built came chose drew drove ate fell "
+    "flew gave grew held kept left lost met paid ran sold sent sang sat slept spent swam taught "
+    "threw won wore wrote read found caught rode shot stole struck hung dug fed fought lent "
+    "split quit put cut hit hurt set"
+)
+# "-ed" verbs that say what someone thought, felt, said or wanted, not what they did; verbs
+# other rules own (likes, plans, decisions); and past states ("I lived in Rome"): where a
+# person lived or worked is a profile slot, and its ending is not an event.
+NOT_DOINGS = words(
+    "lived worked resided owned dated stayed belonged "
+    "needed wanted hoped wished loved liked hated enjoyed preferred adored disliked decided "
+    "planned intended wondered guessed realized realised noticed figured imagined assumed "
+    "believed supposed considered remembered forgot forgotten seemed appeared looked sounded "
+    "felt thought knew meant said told asked mentioned replied answered explained agreed "
+    "disagreed apologized apologised thanked texted messaged called emailed used tried "
+    "expected supposed worried feared missed meant deserved managed happened mattered "
+    "need want hope wish love like hate enjoy prefer"
+)
+# Participles after "I have": the "-ed" past and these.
+IRREGULAR_PARTICIPLES = words(
+    "been gone made got gotten taken seen bought begun become brought built come chosen drawn "
+    "driven eaten flown given grown held kept left lost met paid run sold sent sung spent swum "
+    "taught thrown won worn written read found caught ridden dug fed fought quit put cut set"
+)
+# "-ing" verbs of states of mind or talk: "I'm thinking ...", "I'm wondering ...".
+NOT_ONGOING = words(
+    "thinking feeling wondering hoping guessing kidding joking saying asking telling "
+    "talking chatting trying looking going getting having being doing wanting needing "
+    "planning considering dying starting"
+)
+MAX_WORDS = 16  # longer objects are stories, cut at their first comma or dropped
+_CUT_AT = re.compile(
+    r",|\s+(?:because|since|so that|so|but|and then|which|where|when|while|although|though|"
+    r"and it|and they|and he|and she|and that|and this)\b",
+    re.I,
+)
+
+
+def _verb_ok(verb: str, irregular: frozenset[str]) -> bool:
+    verb = verb.lower()
+    if verb in NOT_DOINGS:
+        return False
+    again = verb.removeprefix("re")  # "retook", "rebuilt"
+    return verb in irregular or again in irregular or (verb.endswith("ed") and len(verb) > 4)
+
+
+def _object(raw: str) -> str | None:
+    """The object of the doing, cut at its first clause break; None when it does not stand
+    on its own."""
+    value = clean(_CUT_AT.split(raw, maxsplit=1)[0])
+    words_ = value.lower().split()
+    if (
+        not words_
+        or points_elsewhere(value)
+        or words_[-1] in POINTERS
+        or words_[0] == "by"  # a passive: "painted by my daughter" is not the speaker's doing
+        or (len(words_) == 1 and (len(words_[0]) < 4 or not words_[0].isalpha()))
+        or len(words_) > MAX_WORDS
+        or TASK_WORDS & set(words_[:2])
+    ):
+        return None
+    return value
+
+
+def _event(c: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
+    when, day = past_date(c)  # " on 7 May 2023", resolved against the session's date
+    return [
+        c.item(
+            "fact",
+            f"{c.who} {verb} {obj}{when}",
+            ["events", *keyword(obj)],
+            conf=conf,
+            valid_from=day,
+        )
+    ]
+
+
+def did(m: M, c: Ctx) -> list[Item]:
+    """ "I went to a support group yesterday" → "Ana went to a support group on 7 May 2023"."""
+    obj = _object(m["v"])
+    if not _verb_ok(m["verb"], IRREGULAR_PAST) or obj is None:
+        return []
+    return _event(c, m["verb"].lower(), obj, conf=0.8)
+
+
+def has_done(m: M, c: Ctx) -> list[Item]:
+    """ "I've been to Paris", "I have finished the course"."""
+    obj = _object(m["v"])
+    if not _verb_ok(m["verb"], IRREGULAR_PARTICIPLES) or obj is None:
+        return []
+    return _event(c, f"has {m['verb'].lower()}", obj, conf=0.8)
+
+
+def doing(m: M, c: Ctx) -> list[Item]:
+    """ "I'm taking pottery classes", "I've been researching adoption agencies"."""
+    verb = m["verb"].lower()
+    obj = _object(m["v"])
+    if verb in NOT_ONGOING or len(verb) < 6 or obj is None:
+        return []
+    aux = "has been" if m["aux"].lower().startswith("have") else "is"
+    return _event(c, f"{aux} {verb}", obj, conf=0.8)
