@@ -11,7 +11,9 @@ no slot: they accumulate, nothing supersedes them.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+from shared.llm.offline_dates import find_date
 from shared.llm.offline_lexicon import (
     POINTERS,
     TASK_WORDS,
@@ -55,8 +57,10 @@ IRREGULAR_PARTICIPLES = words(
 NOT_ONGOING = words(
     "thinking feeling wondering hoping guessing kidding joking saying asking telling "
     "talking chatting trying looking going getting having being doing wanting needing "
-    "planning considering dying starting"
+    "planning considering dying starting living staying"
 )
+# Words that end an object pointing back into the conversation: "I've been there".
+ELSEWHERE = words("there here too again before")
 MAX_WORDS = 16  # longer objects are stories, cut at their first comma or dropped
 _CUT_AT = re.compile(
     r",|\s+(?:because|since|so that|so|but|and then|which|where|when|while|although|though|"
@@ -73,22 +77,27 @@ def _verb_ok(verb: str, irregular: frozenset[str]) -> bool:
     return verb in irregular or again in irregular or (verb.endswith("ed") and len(verb) > 4)
 
 
-def _object(raw: str) -> str | None:
-    """The object of the doing, cut at its first clause break; None when it does not stand
-    on its own."""
-    value = clean(_CUT_AT.split(raw, maxsplit=1)[0])
+def _object(raw: str, c: Ctx) -> tuple[str | None, Ctx]:
+    """The object of the doing, cut at its first clause break, and the context with the date
+    said inside it ("I went to the show yesterday, it was packed": the clause's date finder
+    looks at its end); None when the object does not stand on its own."""
+    value, phrase = find_date(_CUT_AT.split(raw, maxsplit=1)[0])
+    if phrase is not None and c.date is None:
+        c = replace(c, date=phrase)
+    value = clean(value)
     words_ = value.lower().split()
     if (
         not words_
         or points_elsewhere(value)
-        or words_[-1] in POINTERS
+        or words_[-1] in POINTERS | ELSEWHERE
+        or "the same" in " ".join(words_[:3])  # "went through the same thing"
         or words_[0] == "by"  # a passive: "painted by my daughter" is not the speaker's doing
         or (len(words_) == 1 and (len(words_[0]) < 4 or not words_[0].isalpha()))
         or len(words_) > MAX_WORDS
         or TASK_WORDS & set(words_[:2])
     ):
-        return None
-    return value
+        return None, c
+    return value, c
 
 
 def _event(c: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
@@ -106,24 +115,27 @@ def _event(c: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
 
 def did(m: M, c: Ctx) -> list[Item]:
     """ "I went to a support group yesterday" → "Ana went to a support group on 7 May 2023"."""
-    obj = _object(m["v"])
+    obj, c = _object(m["v"], c)
     if not _verb_ok(m["verb"], IRREGULAR_PAST) or obj is None:
         return []
     return _event(c, m["verb"].lower(), obj, conf=0.8)
 
 
 def has_done(m: M, c: Ctx) -> list[Item]:
-    """ "I've been to Paris", "I have finished the course"."""
-    obj = _object(m["v"])
-    if not _verb_ok(m["verb"], IRREGULAR_PARTICIPLES) or obj is None:
+    """ "I've been to Paris", "I have finished the course" (not "I've been so busy")."""
+    verb = m["verb"].lower()
+    obj, c = _object(m["v"], c)
+    if not _verb_ok(verb, IRREGULAR_PARTICIPLES) or obj is None:
         return []
-    return _event(c, f"has {m['verb'].lower()}", obj, conf=0.8)
+    if verb == "been" and obj.split()[0].lower() not in ("to", "on", "at"):
+        return []
+    return _event(c, f"has {verb}", obj, conf=0.8)
 
 
 def doing(m: M, c: Ctx) -> list[Item]:
     """ "I'm taking pottery classes", "I've been researching adoption agencies"."""
     verb = m["verb"].lower()
-    obj = _object(m["v"])
+    obj, c = _object(m["v"], c)
     if verb in NOT_ONGOING or len(verb) < 6 or obj is None:
         return []
     aux = "has been" if m["aux"].lower().startswith("have") else "is"

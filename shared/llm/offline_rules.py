@@ -194,8 +194,8 @@ RULES: tuple[Rule, ...] = (
     # events and activities: last, so that every rule above has had its turn
     # ("we" includes the speaker; a sentence may drop its "I": "Lost my job yesterday")
     _r(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),
-    _r(events.has_done, _WE, r"(?:have|has) (?P<verb>[a-z]+) (?P<v>.+)$"),
     _r(events.doing, _WE, r"(?P<aux>am|are|have been) (?P<verb>[a-z]+ing) (?P<v>.+)$"),
+    _r(events.has_done, _WE, r"(?:have|has) (?P<verb>[a-z]+) (?P<v>.+)$"),
     # Negated clauses reach only these: here the negation is the statement itself.
     _r(
         life.not_like,
