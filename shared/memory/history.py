@@ -45,9 +45,17 @@ from shared.vectors.sparse import blended_terms, query_terms
 
 log = logging.getLogger(__name__)
 
-# Each side contributes this many candidates per result asked for: deep enough that a
-# message ranked low by one side but high by the other still meets itself in the fusion.
-CANDIDATES_PER_RESULT = 4
+# How deep each side's list goes: deep enough that a message ranked low by one side but high
+# by the other is among the candidates, which are then scored by both (ADR 0014). Beyond 40
+# a side, a deeper list found nothing more for 10 hits nor for the context's 40 (measured on
+# a public chat benchmark), and costs the engine and SQL for every candidate.
+MIN_CANDIDATES = 40
+
+
+def candidate_depth(k: int) -> int:
+    return max(k, MIN_CANDIDATES)
+
+
 MAX_QUERY_TERMS = 32  # a 4000-character query must not become a 600-term OR
 INDEXED_ROLES = ("user", "assistant")
 
@@ -119,33 +127,56 @@ def _embed_uncached(runtime: Runtime, texts: Sequence[str]) -> Vectors:
     return inner.embed(texts)
 
 
-def previous_contents(session: Session, rows: Sequence[Message]) -> dict[str, str]:
-    """message id → the text of the message just before it in its session (one query)."""
-    wanted = {(r.session_id, r.seq - 1): r.id for r in rows if r.seq > 0}
-    if not wanted:
-        return {}
+@dataclass(frozen=True, slots=True)
+class Around:
+    """The text of the messages just before and just after each message in its session."""
+
+    before: dict[str, str]
+    after: dict[str, str]
+
+
+def messages_around(session: Session, rows: Sequence[Message]) -> Around:
+    """message id → the text of its neighbours in its session (one query)."""
+    wanted: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    for r in rows:
+        wanted.setdefault((r.session_id, r.seq - 1), []).append((r.id, "before"))
+        wanted.setdefault((r.session_id, r.seq + 1), []).append((r.id, "after"))
+    around = Around({}, {})
+    if not rows:
+        return around
     found = session.exec(
         select(Message.session_id, Message.seq, Message.content).where(
             col(Message.session_id).in_({sid for sid, _ in wanted}),
             col(Message.seq).in_({seq for _, seq in wanted}),
         )
     ).all()
-    return {wanted[(sid, seq)]: text for sid, seq, text in found if (sid, seq) in wanted}
+    for sid, seq, content in found:
+        for mid, side in wanted.get((sid, seq), []):
+            (around.before if side == "before" else around.after)[mid] = content
+    return around
 
 
-def _points(runtime: Runtime, rows: Sequence[Message], before: dict[str, str]) -> list[VectorPoint]:
-    """The messages as points: a dense vector when is_indexable (one embed call), a sparse
-    one when it has any terms, of its plain content (not the dated text: that lost temporal
-    and open-domain questions, ADR 0013) after the message before it (`before`), so that an
-    answer is found by the words of the question it answers; neither, no point."""
-    dense = [r for r in rows if is_indexable(r)]
-    vectors: dict[str, Vector] = {}
+def _points(
+    runtime: Runtime,
+    rows: Sequence[Message],
+    around: Around,
+    known: Mapping[str, Vector] | None = None,
+) -> list[VectorPoint]:
+    """The messages as points: a dense vector when is_indexable (one embed call for those
+    not `known`), a sparse one when it has any terms, of its plain content (not the dated
+    text: that lost temporal and open-domain questions, ADR 0013) with the words of the
+    messages around it, so that an answer is found by the words of the question it
+    answers (ADR 0014); neither, no point."""
+    known = known or {}
+    dense = [r for r in rows if is_indexable(r) and r.id not in known]
+    vectors: dict[str, Vector] = {r.id: known[r.id] for r in rows if r.id in known}
     if dense:
         embedded = _embed_uncached(runtime, [index_text(r) for r in dense])
-        vectors = {r.id: v for r, v in zip(dense, embedded, strict=True)}
+        vectors.update({r.id: v for r, v in zip(dense, embedded, strict=True)})
     points = []
     for r in rows:
-        vector, sparse = vectors.get(r.id), blended_terms(r.content, before.get(r.id))
+        sparse = blended_terms(r.content, around.before.get(r.id), around.after.get(r.id))
+        vector = vectors.get(r.id)
         if vector is None and sparse is None:
             continue
         # session_id is the internal id: payload values are never shown to clients.
@@ -156,6 +187,24 @@ def _points(runtime: Runtime, rows: Sequence[Message], before: dict[str, str]) -
         }
         points.append(VectorPoint(id=r.id, vector=vector, payload=payload, sparse=sparse))
     return points
+
+
+def _answered(session: Session, rows: Sequence[Message]) -> list[Message]:
+    """The indexed messages just before `rows` that are not among them: each now has a
+    message after it, whose words its sparse vector should hold (a reply indexed with its
+    turn, before the next turn was said)."""
+    ids = {r.id for r in rows}
+    keys = {(r.session_id, r.seq - 1) for r in rows if r.seq > 0}
+    if not keys:
+        return []
+    found = session.exec(
+        select(Message).where(
+            col(Message.session_id).in_({sid for sid, _ in keys}),
+            col(Message.seq).in_({seq for _, seq in keys}),
+            col(Message.indexed_at).is_not(None),
+        )
+    ).all()
+    return [m for m in found if (m.session_id, m.seq) in keys and m.id not in ids]
 
 
 # How far back a turn looks for messages no run covers (see turn_message_ids).
@@ -209,17 +258,22 @@ def index_messages(
             .where(col(Message.id).in_(wanted), Message.user_id == user_id)
             .order_by(col(Message.seq))
         ).all()
-        before = previous_contents(session, rows)
+        answered = _answered(session, rows)
+        around = messages_around(session, [*rows, *answered])
     if not rows:
         return 0
-    made = _points(runtime, rows, before)
     messages = runtime.messages_of(tenant_id=tenant_id, user_id=user_id)
+    # The messages before them are written again with the words after them; their dense
+    # vectors are read back rather than embedded again.
+    kept = {h.id: h.vector for h in messages.retrieve([m.id for m in answered], with_vectors=True)}
+    made = _points(runtime, [*rows, *answered], around, {i: v for i, v in kept.items() if v})
     with runtime.user_locks.hold(user_id):
         with Session(runtime.read_engine) as session:
             present = set(
                 session.exec(
                     select(Message.id).where(
-                        col(Message.id).in_([r.id for r in rows]), Message.user_id == user_id
+                        col(Message.id).in_([r.id for r in [*rows, *answered]]),
+                        Message.user_id == user_id,
                     )
                 ).all()
             )
@@ -253,7 +307,7 @@ def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: i
     written = 0
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
-        points = _points(runtime, chunk, previous_contents(session, chunk))
+        points = _points(runtime, chunk, messages_around(session, chunk))
         messages.upsert(points)
         written += len(points)
     if _holds_words(messages):
@@ -601,7 +655,7 @@ def search_history(
     """
     if k <= 0 or not query.strip():
         return []
-    depth = k * CANDIDATES_PER_RESULT
+    depth = candidate_depth(k)
     dense: list[str] = []  # by meaning, for the SQL path
     try:
         messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
@@ -662,7 +716,7 @@ def search_history_in_sql(
     """search_history when the engine cannot answer (ADR 0008's plan): the words' list from
     SQL full-text, fused with `by_meaning` (message ids nearest the query, best first; the
     excluded session's may be among them: dropped here)."""
-    depth = k * CANDIDATES_PER_RESULT
+    depth = candidate_depth(k)
     keyword = keyword_search(
         session=session,
         user_id=user.id,

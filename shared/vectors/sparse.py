@@ -16,8 +16,10 @@ import qdrant_edge as qe
 
 from shared.vectors.base import SparseVector
 
-# How much the words of the message before count in a message's sparse vector.
-CONTEXT_WEIGHT = 0.5
+# How much the words of the messages around count in a message's sparse vector: the one
+# before (the question it answers) and the one after (the reply it got) — ADR 0014.
+BEFORE_WEIGHT = 0.5
+AFTER_WEIGHT = 0.3
 
 
 @cache
@@ -32,18 +34,18 @@ def document_terms(text: str) -> SparseVector | None:
 
 
 def blended_terms(
-    text: str, context: str | None, *, weight: float = CONTEXT_WEIGHT
+    text: str, before: str | None, after: str | None = None
 ) -> SparseVector | None:
-    """A message's terms plus, at `weight`, those of the text before it (the question it
-    answers): found by the question's words, yet ranked below the message that said them."""
-    own = document_terms(text)
-    around = document_terms(context) if context else None
-    if around is None:
-        return own
-    merged = dict(zip(own.indices, own.values, strict=True)) if own else {}
-    for index, value in zip(around.indices, around.values, strict=True):
-        merged[index] = merged.get(index, 0.0) + weight * value
-    return SparseVector(list(merged), list(merged.values()))
+    """A message's terms plus, at BEFORE_WEIGHT, those of the message before it (the question
+    it answers) and, at AFTER_WEIGHT, of the one after it: found by the words of its
+    exchange, yet ranked below the message that said them."""
+    merged: dict[int, float] = {}
+    for words, weight in ((text, 1.0), (before, BEFORE_WEIGHT), (after, AFTER_WEIGHT)):
+        found = document_terms(words) if words else None
+        if found is not None:
+            for index, value in zip(found.indices, found.values, strict=True):
+                merged[index] = merged.get(index, 0.0) + weight * value
+    return SparseVector(list(merged), list(merged.values())) if merged else None
 
 
 def query_terms(text: str) -> SparseVector | None:

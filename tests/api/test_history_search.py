@@ -128,11 +128,12 @@ def test_each_hit_says_why_it_was_found(
 def test_a_question_naming_a_speaker_finds_what_they_said(
     client: TestClient, runtime: Runtime
 ) -> None:
-    """A question about what Maya baked is about her own words; the message naming her is
-    the other person's, addressed to her."""
+    """A question about what Maya baked is about her own words, not the message that names
+    her (addressed to her): hers rise by the bonus and say so (the ordering by the bonus is
+    tested in tests/memory/test_history_search.py)."""
     said = [
-        ("Tom", "user", "Maya, what time does the party on Friday start?"),
-        ("Maya", "assistant", "Seven. I'll bake a lemon tart."),
+        ("Tom", "user", "Maya, are you coming on Friday?"),
+        ("Maya", "assistant", "Yes! I'm baking a lemon tart for the party."),
         ("Tom", "user", "I bought the drinks and some crisps."),
     ]
     lines = [
@@ -147,9 +148,13 @@ def test_a_question_naming_a_speaker_finds_what_they_said(
     hits = search(client, "tom", "What did Maya bake for the party?", k=3)
     assert hits[0]["speaker"] == "Maya" and hits[0]["speaker_named"]
     assert not any(h["speaker_named"] for h in hits if h["speaker"] == "Tom")
-    # By words and meaning alone Tom's question would come first: the bonus decided.
     bonus = runtime.settings.context.history_speaker_bonus
-    assert hits[0]["score"] - bonus < hits[1]["score"] and hits[1]["speaker"] == "Tom"
+    assert hits[0]["score"] == pytest.approx(
+        hits[0]["keyword_score"]
+        + runtime.settings.context.history_vector_weight * hits[0]["vector_score"]
+        + bonus,
+        abs=1e-5,
+    )
 
 
 def test_exclude_session_and_small_talk(

@@ -25,6 +25,7 @@ from shared.extraction.pipeline import run_extraction
 from shared.ingest import TranscriptLine
 from shared.memory import history
 from shared.memory.history import (
+    Fused,
     fts5_match,
     index_messages,
     index_text,
@@ -34,6 +35,7 @@ from shared.memory.history import (
     reciprocal_rank_fusion,
     search_history,
     websearch_text,
+    with_speakers_named,
 )
 from shared.memory.reader import delete_user
 from shared.memory.reindex import reindex_all
@@ -76,6 +78,25 @@ def test_reciprocal_rank_fusion_scores_and_breaks_ties_deterministically() -> No
     assert [f.message_id for f in reciprocal_rank_fusion(["y"], ["x"], rrf_k=60)] == ["y", "x"]
     assert [f.message_id for f in reciprocal_rank_fusion([], ["y", "x"], rrf_k=60)] == ["y", "x"]
     assert reciprocal_rank_fusion([], [], rrf_k=60) == []
+
+
+def test_a_named_speaker_lifts_their_messages_by_the_bonus() -> None:
+    fused = [
+        Fused("to-maya", 1.9, 1, 1, 1.0, 0.6),  # "Maya, are you coming?" — says her name
+        Fused("by-maya", 1.85, 2, 2, 0.9, 0.63),  # what she said
+        Fused("gone", 1.8, 3, 3, 0.8, 0.67),  # deleted since the engine answered
+    ]
+    speakers = {"to-maya": "Tom", "by-maya": "Maya Lindqvist"}
+    lifted = with_speakers_named(fused, speakers, "What did Maya's team bake?", bonus=0.1)
+    assert [f.message_id for f in lifted] == ["by-maya", "to-maya"]
+    assert lifted[0].speaker_named and lifted[0].score == pytest.approx(1.95)
+    assert not lifted[1].speaker_named and lifted[1].score == 1.9
+    # no name in the query, or no bonus: the order stands
+    assert [f.message_id for f in with_speakers_named(fused, speakers, "bake", bonus=0.1)] == [
+        "to-maya",
+        "by-maya",
+    ]
+    assert not any(f.speaker_named for f in with_speakers_named(fused, speakers, "Maya", bonus=0))
 
 
 def test_index_text_carries_the_date_and_speaker() -> None:
@@ -249,10 +270,15 @@ def test_indexing_is_idempotent_and_gives_small_talk_words_only(
 
 
 def store_lines(
-    runtime: Runtime, user: User, said: Sequence[tuple[str, str]], session_id: str = "later"
+    runtime: Runtime,
+    user: User,
+    said: Sequence[tuple[str, str]],
+    session_id: str = "later",
+    *,
+    second: int = 0,
 ) -> list[str]:
-    """Messages (role, content) committed and not indexed: their runs not yet run (the
-    pending runs' ids)."""
+    """Messages (role, content), said a second apart from `second`, committed and not
+    indexed: their runs not yet run (the pending runs' ids)."""
     with Session(runtime.engine) as session:
         import_lines(
             session=session,
@@ -263,7 +289,7 @@ def store_lines(
                     {"user_id": user.external_id, "session_id": session_id, "role": role,
                      "content": content, "created_at": f"2023-08-01T10:00:{i:02d}Z"}
                 )
-                for i, (role, content) in enumerate(said)
+                for i, (role, content) in enumerate(said, start=second)
             ],
         )  # fmt: skip
         pending = select(ExtractionRun.id).where(ExtractionRun.status == "pending")
@@ -335,6 +361,33 @@ def test_a_turn_indexes_the_messages_before_it_that_no_run_covers(
     by_content = {h.content: h for h in hits}
     assert by_content[said[0][1]].keyword_rank == 1
     assert by_content[said[4][1]].keyword_rank and by_content[said[4][1]].vector_rank is None
+
+
+def test_a_reply_is_found_by_the_words_said_after_it_once_they_are_said(
+    world_on_each_database: tuple[Runtime, User, User],
+) -> None:
+    """A reply is indexed with its turn, before anyone answered it; the next turn writes it
+    again with the words said after it (at AFTER_WEIGHT), so "the bakery with the saffron
+    buns" finds the suggestion those words answered, below the message that said them."""
+    runtime, ana, _ = world_on_each_database
+    first = [("user", "Where should we get breakfast?"), ("assistant", "Try Lindqvist's.")]
+    [run_id] = store_lines(runtime, ana, first, session_id="breakfast")
+    run_extraction(runtime, run_id)
+    query = "bakery saffron buns"
+    with Session(runtime.engine) as session:
+        before = {h.content: h for h in search_history(runtime=runtime, session=session,
+                                                       user=ana, query=query, k=100)}  # fmt: skip
+    assert before["Try Lindqvist's."].keyword_rank is None  # none of its words, yet
+    then = [("user", "Oh the bakery with the saffron buns, perfect!"), ("assistant", "Enjoy!")]
+    [second] = store_lines(runtime, ana, then, session_id="breakfast", second=2)
+    run_extraction(runtime, second)
+    with Session(runtime.engine) as session:
+        hits = search_history(runtime=runtime, session=session, user=ana, query=query, k=100)
+    by_content = {h.content: h for h in hits}
+    reply = by_content["Try Lindqvist's."]
+    said = by_content[then[0][1]]
+    assert reply.keyword_rank is not None and reply.vector_score is not None  # kept its vector
+    assert said.keyword_rank == 1 and said.score > reply.score
 
 
 def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reindexed(

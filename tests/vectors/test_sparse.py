@@ -1,10 +1,10 @@
-"""A message's words, and at half weight those of the message before it."""
+"""A message's words, plus at their weights those of the messages before and after it."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.vectors.sparse import CONTEXT_WEIGHT, blended_terms, document_terms
+from shared.vectors.sparse import AFTER_WEIGHT, BEFORE_WEIGHT, blended_terms, document_terms
 
 
 def weights(text: str) -> dict[int, float]:
@@ -20,7 +20,7 @@ def test_the_words_before_count_at_their_weight_and_the_own_words_in_full() -> N
     own, before = weights("In Porto, by the river."), weights("Where did you grow up?")
     assert set(got) == set(own) | set(before)
     for term, value in before.items():
-        assert got[term] == pytest.approx(own.get(term, 0.0) + CONTEXT_WEIGHT * value)
+        assert got[term] == pytest.approx(own.get(term, 0.0) + BEFORE_WEIGHT * value)
     for term in set(own) - set(before):
         assert got[term] == pytest.approx(own[term])
 
@@ -32,3 +32,19 @@ def test_without_words_before_a_message_is_its_own_words() -> None:
     assert only_before is not None and set(only_before.indices) == set(
         weights("ten days in Zanzibar")
     )
+
+
+def test_the_words_after_count_at_their_weight_too() -> None:
+    blended = blended_terms("Porto.", "Where did you grow up?", "Oh, I love the river there!")
+    assert blended is not None
+    got = dict(zip(blended.indices, blended.values, strict=True))
+    before, after = weights("Where did you grow up?"), weights("Oh, I love the river there!")
+    own = weights("Porto.")
+    assert set(got) == set(own) | set(before) | set(after)
+    for term in got:
+        expected = (
+            own.get(term, 0.0)
+            + BEFORE_WEIGHT * before.get(term, 0.0)
+            + AFTER_WEIGHT * after.get(term, 0.0)
+        )
+        assert got[term] == pytest.approx(expected)
