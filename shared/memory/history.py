@@ -603,17 +603,19 @@ def with_speakers_named(
     `bonus`: the question is about what that person said, and the words of the name itself
     mostly match messages addressed to them. Candidates not in `speakers` (deleted since
     the engine answered) are dropped."""
-    asked = name_words(query)
+    asked = name_words(query) if bonus else set()
+    named: dict[str | None, bool] = {None: False}  # per speaker: a few in a history
     out = []
     for f in fused:
         if f.message_id not in speakers:
             continue
         speaker = speakers[f.message_id]
-        named = bool(bonus and speaker and asked & name_words(speaker))
-        if named:
+        if speaker not in named:
+            named[speaker] = bool(asked & name_words(speaker or ""))
+        if named[speaker]:
             f = replace(f, score=f.score + bonus, speaker_named=True)
         out.append(f)
-    return _ordered(out)
+    return _ordered(out) if asked else out
 
 
 # Built once (a context build runs it on every message); "ids" expands to the candidates.
@@ -697,10 +699,11 @@ def search_history(
         rescored=(found.sparse_scores, found.dense_scores),
         fresh=fresh,
     )
-    speakers = _speakers(session, user, [f.message_id for f in fused])
+    # Every candidate's row (one query): its speaker for the bonus; a deleted one is gone.
+    rows = _rows(session, user, [f.message_id for f in fused])
+    speakers = {mid: row.speaker for mid, row in rows.items()}
     ranked = with_speakers_named(fused, speakers, query, bonus=cfg.history_speaker_bonus)[:k]
-    rows = _rows(session, user, [f.message_id for f in ranked])
-    return _hits([f for f in ranked if f.message_id in rows], rows)
+    return _hits(ranked, rows)
 
 
 def search_history_in_sql(
@@ -733,20 +736,6 @@ def search_history_in_sql(
         [m for m in keyword if m in rows], live[:depth], rrf_k=runtime.settings.context.rrf_k
     )
     return _hits(fused[:k], rows)
-
-
-def _speakers(session: Session, user: User, ids: Sequence[str]) -> dict[str, str | None]:
-    """message id → speaker, for the ids that are still the user's messages."""
-    if not ids:
-        return {}
-    found = session.execute(_SPEAKERS, {"ids": list(ids), "user_id": user.id})
-    return {r.id: r.speaker for r in found}
-
-
-_SPEAKERS: Select[*tuple[Any, ...]] = sa_select(col(Message.id), col(Message.speaker)).where(
-    col(Message.id).in_(bindparam("ids", expanding=True)),
-    col(Message.user_id) == bindparam("user_id"),
-)
 
 
 def _rows(session: Session, user: User, ids: Sequence[str]) -> dict[str, Any]:

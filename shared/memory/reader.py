@@ -16,6 +16,23 @@ from shared.extraction.schemas import FactType
 from shared.runtime import Runtime
 
 
+class SourceMessage(BaseModel):
+    """A message a memory was extracted from, so a client can show where it came from."""
+
+    message_id: str
+    external_id: str | None
+    session_id: str  # the client's session id
+    role: str
+    speaker: str | None
+    content: str
+    created_at: dt.datetime
+
+
+# Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
+# source_message_ids, but a client showing provenance wants a few.
+MAX_SOURCES = 5
+
+
 class MemoryPublic(BaseModel):
     id: str
     type: str
@@ -39,13 +56,52 @@ class MemoryPublic(BaseModel):
     first_seen_at: dt.datetime
     last_seen_at: dt.datetime
     score: float | None = None
+    # The newest MAX_SOURCES of source_message_ids, as messages (a deleted one is left out).
+    sources: list[SourceMessage] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, row: Fact, score: float | None = None) -> MemoryPublic:
+    def of(
+        cls, row: Fact, score: float | None = None, sources: list[SourceMessage] | None = None
+    ) -> MemoryPublic:
         data = row.model_dump()
         data["active"] = row.valid_to is None
         data["score"] = score
+        data["sources"] = sources or []
         return cls.model_validate(data)
+
+
+def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[SourceMessage]]:
+    """fact id → its newest source messages (one query for all the rows)."""
+    wanted = {r.id: list(dict.fromkeys(r.source_message_ids))[-MAX_SOURCES:] for r in rows}
+    ids = {mid for mids in wanted.values() for mid in mids}
+    if not ids:
+        return {}
+    user_ids = {r.user_id for r in rows}
+    found = session.exec(
+        select(Message, ChatSession.external_id)
+        .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
+        .where(col(Message.id).in_(ids), col(Message.user_id).in_(user_ids))
+    ).all()
+    by_id = {
+        m.id: SourceMessage(
+            message_id=m.id,
+            external_id=m.external_id,
+            session_id=chat_id,
+            role=m.role,
+            speaker=m.speaker,
+            content=m.content,
+            created_at=m.created_at,
+        )
+        for m, chat_id in found
+    }
+    return {fid: [by_id[m] for m in mids if m in by_id] for fid, mids in wanted.items()}
+
+
+def memories_public(
+    session: Session, rows: Sequence[Fact], scores: dict[str, float] | None = None
+) -> list[MemoryPublic]:
+    sources = sources_of(session, rows)
+    return [MemoryPublic.of(r, (scores or {}).get(r.id), sources.get(r.id)) for r in rows]
 
 
 class MemoriesPublic(BaseModel):
@@ -77,7 +133,7 @@ def list_memories(
     rows = session.exec(
         query.order_by(col(Fact.last_seen_at).desc(), col(Fact.id)).offset(offset).limit(limit)
     ).all()
-    return MemoriesPublic(data=[MemoryPublic.of(r) for r in rows], count=int(total))
+    return MemoriesPublic(data=memories_public(session, rows), count=int(total))
 
 
 def search_memories(
@@ -104,9 +160,7 @@ def search_memories(
         select(Fact).where(col(Fact.id).in_(list(scores)), col(Fact.valid_to).is_(None))
     ).all()
     ranked = sorted(rows, key=lambda r: scores[r.id], reverse=True)[:k]
-    return MemoriesPublic(
-        data=[MemoryPublic.of(r, scores[r.id]) for r in ranked], count=len(ranked)
-    )
+    return MemoriesPublic(data=memories_public(session, ranked, scores), count=len(ranked))
 
 
 def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:

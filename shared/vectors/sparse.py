@@ -33,9 +33,7 @@ def document_terms(text: str) -> SparseVector | None:
     return _sparse(_bm25().embed_document(text))
 
 
-def blended_terms(
-    text: str, before: str | None, after: str | None = None
-) -> SparseVector | None:
+def blended_terms(text: str, before: str | None, after: str | None = None) -> SparseVector | None:
     """A message's terms plus, at BEFORE_WEIGHT, those of the message before it (the question
     it answers) and, at AFTER_WEIGHT, of the one after it: found by the words of its
     exchange, yet ranked below the message that said them."""

@@ -83,6 +83,15 @@ def test_turn_is_accepted_then_extracted_into_searchable_memory(
     ).json()
     assert hits["data"][0]["content"] == "Ana lives in Berlin."
     assert 0 < hits["data"][0]["score"] <= 1
+    # Each memory shows the message it came from, so a client can show where it was said.
+    # (a turn's facts come from its user message and the reply it got)
+    said, reply = hits["data"][0]["sources"]
+    assert [said["message_id"], reply["message_id"]] == accepted["message_ids"]
+    assert (said["session_id"], said["role"], said["speaker"]) == ("s1", "user", "Ana")
+    assert said["content"] == "I live in Berlin, love flat whites, my sister is Maria."
+    assert all(len(m["sources"]) == 2 for m in listed["data"])
+    one = client.get(f"/v1/users/ana/memories/{hits['data'][0]['id']}").json()
+    assert one["sources"] == hits["data"][0]["sources"]
     typed = client.post(
         "/v1/users/ana/memories/search", json={"query": "family", "types": ["relationship"]}
     ).json()

@@ -19,6 +19,7 @@ from shared.memory.reader import (
     export_user,
     get_memory,
     list_memories,
+    memories_public,
     search_memories,
 )
 
@@ -72,7 +73,10 @@ def search(
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic)
 def read_memory(memory_id: str, user: UserDep, session: SessionDep) -> MemoryPublic:
-    return MemoryPublic.of(get_memory(session=session, user=user, memory_id=memory_id))
+    [memory] = memories_public(
+        session, [get_memory(session=session, user=user, memory_id=memory_id)]
+    )
+    return memory
 
 
 @router.delete("/memories/{memory_id}", status_code=204)
