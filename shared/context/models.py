@@ -15,8 +15,8 @@ class ContextMemory(BaseModel):
     score: float  # the blended rank score
 
 
-class MessageHit(BaseModel):
-    """An earlier message found by history search (keyword + meaning, fused)."""
+class MessageRef(BaseModel):
+    """A stored message as clients see it: a history search hit, a memory's source."""
 
     message_id: str
     external_id: str | None
@@ -25,6 +25,11 @@ class MessageHit(BaseModel):
     speaker: str | None
     content: str
     created_at: dt.datetime
+
+
+class MessageHit(MessageRef):
+    """An earlier message found by history search (keyword + meaning, fused)."""
+
     # Why it was found. score: what the hits are ordered by — keyword_score +
     # history_vector_weight × vector_score (+ history_speaker_bonus when speaker_named);
     # reciprocal rank fusion of the ranks when SQL full-text answers instead of the engine.

@@ -10,23 +10,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import delete
 from sqlmodel import Session, col, func, select
 
+from shared.context.models import MessageRef
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.errors import NotFound
 from shared.extraction.schemas import FactType
 from shared.runtime import Runtime
-
-
-class SourceMessage(BaseModel):
-    """A message a memory was extracted from, so a client can show where it came from."""
-
-    message_id: str
-    external_id: str | None
-    session_id: str  # the client's session id
-    role: str
-    speaker: str | None
-    content: str
-    created_at: dt.datetime
-
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
 # source_message_ids, but a client showing provenance wants a few.
@@ -57,11 +45,11 @@ class MemoryPublic(BaseModel):
     last_seen_at: dt.datetime
     score: float | None = None
     # The newest MAX_SOURCES of source_message_ids, as messages (a deleted one is left out).
-    sources: list[SourceMessage] = Field(default_factory=list)
+    sources: list[MessageRef] = Field(default_factory=list)
 
     @classmethod
     def of(
-        cls, row: Fact, score: float | None = None, sources: list[SourceMessage] | None = None
+        cls, row: Fact, score: float | None = None, sources: list[MessageRef] | None = None
     ) -> MemoryPublic:
         data = row.model_dump()
         data["active"] = row.valid_to is None
@@ -70,7 +58,7 @@ class MemoryPublic(BaseModel):
         return cls.model_validate(data)
 
 
-def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[SourceMessage]]:
+def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[MessageRef]]:
     """fact id → its newest source messages (one query for all the rows)."""
     wanted = {r.id: list(dict.fromkeys(r.source_message_ids))[-MAX_SOURCES:] for r in rows}
     ids = {mid for mids in wanted.values() for mid in mids}
@@ -83,7 +71,7 @@ def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[SourceM
         .where(col(Message.id).in_(ids), col(Message.user_id).in_(user_ids))
     ).all()
     by_id = {
-        m.id: SourceMessage(
+        m.id: MessageRef(
             message_id=m.id,
             external_id=m.external_id,
             session_id=chat_id,
