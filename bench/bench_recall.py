@@ -6,6 +6,7 @@ this script in the same run.
 
     python -m bench.bench_recall [--data /work/shared/data/locomo-dev] [--budget 2000]
                                  [--rounds 1] [--mem0 | --no-mem0] [--keep]
+                                 [--llm offline|scripted|URL [--llm-model M]]
 
 The dataset (CC BY-NC) is read where it lies (--data: the folder or its locomo-dev.json)
 and never copied; only aggregates are written. Scoring is the dataset README's (bench.locomo):
@@ -31,6 +32,12 @@ never a tiermem dependency): bench.mem0_runner in that venv adds every message t
 stores a turn), one mem0 user per conversation, the dia_id in its metadata, tiermem's ONNX
 MiniLM as mem0's embedder; then `Memory.search(question, filters={"user_id": ...},
 top_k=10)`, each hit counted by the dia_id in its metadata (external_id).
+Facts (--llm): the offline rules by default, as `tiermem serve` runs out of the box;
+`scripted` runs the LLM path end to end (the openai client, the prompt, the JSON schema, the
+validation and the writer) against tests/scripted_llm.py answering each turn with the facts
+the offline rules find in it, so its memories rows match the offline run's when the path
+loses nothing (they say nothing of a model); a URL points extraction at any
+OpenAI-compatible server.
 Latency: API surfaces are HTTP round trips from this process (query embedding included);
 baselines and mem0 are in-process (dense and mem0 include embedding the question).
 
@@ -40,8 +47,10 @@ Results: printed, and written to bench/results/recall.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -170,6 +179,7 @@ class UserView:
     external: dict[str, str | None]  # message id → external id (dia_id)
     sources: dict[str, list[str | None]]  # memory id → its source messages' external ids
     memories: int
+    extractors: Counter[str]  # active memories by the extractor that wrote them
 
 
 def user_view(client: httpx.Client, user: str) -> UserView:
@@ -180,7 +190,8 @@ def user_view(client: httpx.Client, user: str) -> UserView:
     sources = {
         f["id"]: [external.get(i) for i in f["source_message_ids"]] for f in body["memories"]
     }
-    return UserView(external, sources, sum(1 for f in body["memories"] if f["active"]))
+    active = [f for f in body["memories"] if f["active"]]
+    return UserView(external, sources, len(active), Counter(f["extractor"] for f in active))
 
 
 Ranked = list[list[str | None]]
@@ -228,36 +239,80 @@ def measure_api(
     url = f"http://127.0.0.1:{port}"
     env = child_env({"TIERMEM_DATA_DIR": str(folder), "TIERMEM_PORT": str(port),
                      "TIERMEM_LOG_LEVEL": "WARNING"})  # fmt: skip
-    service = Service("serve", [*tiermem_command(), "serve"], env, folder / "serve.log")
     info: dict[str, Any] = {}
-    with service, httpx.Client(base_url=url, headers=HEADERS, timeout=60) as client:
-        wait_http(f"{url}/healthz", service=service)
-        started = time.perf_counter()
-        jobs = import_all(client, data)
-        info["import_s"] = time.perf_counter() - started
-        print(f"imported in {info['import_s']:.1f} s; {len(jobs)} extraction jobs", flush=True)
-        info["jobs"] = drain(client, jobs, service)
-        info["drain_s"] = time.perf_counter() - started - info["import_s"]
-        print(f"queue drained in {info['drain_s']:.1f} s: {dict(info['jobs'])}", flush=True)
-        users = sorted({u for u, _ in data.sessions})
-        views = {u: user_view(client, u) for u in users}
-        info["memories"] = sum(v.memories for v in views.values())
-        surfaces = api_surfaces(views, args.budget)
-        scores = {name: Score() for name in surfaces}
-        for q in data.questions[:5]:  # warm-up, not timed
-            for ask in surfaces.values():
-                ask(client, q)
-        for r in range(args.rounds):
-            for i, q in enumerate(data.questions):
-                names = list(surfaces)
-                shift = (i + r) % len(names)
-                for name in names[shift:] + names[:shift]:
-                    t = time.perf_counter()
-                    ranked = surfaces[name](client, q)
-                    scores[name].ms.append((time.perf_counter() - t) * 1000)
-                    if r:
-                        continue
-                    scores[name].add(q, ranked)
+    with contextlib.ExitStack() as stack:
+        info["extractor"] = llm_path(args, env, folder, stack)
+        service = stack.enter_context(
+            Service("serve", [*tiermem_command(), "serve"], env, folder / "serve.log")
+        )
+        client = stack.enter_context(httpx.Client(base_url=url, headers=HEADERS, timeout=60))
+        return run_surfaces(args, data, client, service, info)
+
+
+def llm_path(
+    args: argparse.Namespace, env: dict[str, str], folder: Path, stack: contextlib.ExitStack
+) -> str:
+    """Points serve's extraction at `--llm` (sets env), starting the scripted server when
+    asked; returns what the report calls the extractor."""
+    if args.llm == "offline":
+        return "the offline rule-based extractor (no LLM configured)"
+    if args.llm == "scripted":
+        port = free_port()
+        llm = stack.enter_context(
+            Service("scripted-llm", [sys.executable, "-m", "tests.scripted_llm", "--port",
+                                     str(port), "--offline-facts"],
+                    child_env({}), folder / "scripted-llm.log")
+        )  # fmt: skip
+        wait_http(f"http://127.0.0.1:{port}/v1/models", service=llm)
+        env["TIERMEM_LLM__BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        return (
+            "the LLM path against the scripted OpenAI-compatible server (tests/scripted_llm.py), "
+            "which answers each turn with the facts the offline rules find in it: the real "
+            "openai client, prompt, JSON schema and validation, so its numbers match the "
+            "offline row when the path loses nothing; they say nothing of a model"
+        )
+    env["TIERMEM_LLM__BASE_URL"] = args.llm
+    env["TIERMEM_LLM__MODEL"] = args.llm_model
+    if key := os.environ.get("TIERMEM_LLM__API_KEY"):
+        env["TIERMEM_LLM__API_KEY"] = key
+    return f"the LLM at {args.llm} (model {args.llm_model})"
+
+
+def run_surfaces(
+    args: argparse.Namespace,
+    data: Dataset,
+    client: httpx.Client,
+    service: Service,
+    info: dict[str, Any],
+) -> tuple[dict[str, Score], dict[str, Any]]:
+    wait_http(str(client.base_url).rstrip("/") + "/healthz", service=service)
+    started = time.perf_counter()
+    jobs = import_all(client, data)
+    info["import_s"] = time.perf_counter() - started
+    print(f"imported in {info['import_s']:.1f} s; {len(jobs)} extraction jobs", flush=True)
+    info["jobs"] = drain(client, jobs, service)
+    info["drain_s"] = time.perf_counter() - started - info["import_s"]
+    print(f"queue drained in {info['drain_s']:.1f} s: {dict(info['jobs'])}", flush=True)
+    users = sorted({u for u, _ in data.sessions})
+    views = {u: user_view(client, u) for u in users}
+    info["memories"] = sum(v.memories for v in views.values())
+    info["extractors"] = sum((v.extractors for v in views.values()), Counter[str]())
+    surfaces = api_surfaces(views, args.budget)
+    scores = {name: Score() for name in surfaces}
+    for q in data.questions[:5]:  # warm-up, not timed
+        for ask in surfaces.values():
+            ask(client, q)
+    for r in range(args.rounds):
+        for i, q in enumerate(data.questions):
+            names = list(surfaces)
+            shift = (i + r) % len(names)
+            for name in names[shift:] + names[:shift]:
+                t = time.perf_counter()
+                ranked = surfaces[name](client, q)
+                scores[name].ms.append((time.perf_counter() - t) * 1000)
+                if r:
+                    continue
+                scores[name].add(q, ranked)
     return scores, info
 
 
@@ -404,7 +459,8 @@ def report(scores: dict[str, Score], info: dict[str, Any], build_s: float,
         f"later (jobs: {', '.join(f'{s} {n}' for s, n in sorted(info['jobs'].items()))}), "
         f"{info['memories']} active memories; baselines' index build {build_s:.1f} s "
         f"(embedding included); whole run {total_s:.0f} s. Context budget {args.budget} tokens.",
-        "",
+        "", f"Facts by {info['extractor']}; active memories by extractor: "
+        + ", ".join(f"{e} {n}" for e, n in sorted(info["extractors"].items())) + ".", "",
         "| surface | any@1 | any@5 | any@10 | all@10 | p50 ms | p95 ms |",
         "|---|---|---|---|---|---|---|",
     ]  # fmt: skip
@@ -462,6 +518,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--mem0", action=argparse.BooleanOptionalAction, default=None,
                         help="mem0's search beside (default: when its venv exists)")  # fmt: skip
     parser.add_argument("--mem0-python", type=Path, default=MEM0_VENV / "bin" / "python")
+    parser.add_argument(
+        "--llm",
+        default="offline",
+        help="extraction: offline (the rules, default), scripted (the LLM path "
+        "against tests/scripted_llm.py answering the rules' facts), or an "
+        "OpenAI-compatible base URL (key: TIERMEM_LLM__API_KEY)",
+    )
+    parser.add_argument("--llm-model", default="gpt-4o-mini", help="with --llm URL")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     args = parser.parse_args(argv)
     data = load_dataset(args.data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import math
@@ -62,12 +63,21 @@ class ScriptedLLM:
     """
 
     def __init__(
-        self, *, latency_s: float = 0.0, embedding_dim: int = 384, facts_per_turn: int = 0
+        self,
+        *,
+        latency_s: float = 0.0,
+        embedding_dim: int = 384,
+        facts_per_turn: int = 0,
+        offline_facts: bool = False,
     ) -> None:
         self.latency_s = latency_s
         self.embedding_dim = embedding_dim
         # > 0: unmatched chat requests answer this many valid facts (throughput benchmarks).
         self.facts_per_turn = facts_per_turn
+        # True: unmatched chat requests answer the facts tiermem's offline rules find in the
+        # turn (recall benchmarks of the LLM path: what it keeps of them is what the path
+        # loses, never what a model would find).
+        self.offline_facts = offline_facts
         self.requests: list[dict[str, Any]] = []
         self._scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
         self._misbehaviours: list[_Misbehaviour] = []
@@ -175,6 +185,8 @@ class ScriptedLLM:
                 if response == ECHO:
                     return last_user
                 return response if isinstance(response, str) else json.dumps(response)
+        if self.offline_facts:
+            return json.dumps({"facts": offline_facts(last_user)})
         if self.facts_per_turn > 0:
             return json.dumps({"facts": plausible_facts(last_user, self.facts_per_turn)})
         return DEFAULT_REPLY
@@ -567,6 +579,30 @@ def plausible_facts(last_user: str, n: int) -> list[dict[str, Any]]:
     return facts
 
 
+_SESSION_DATE = re.compile(r"Session date: (\d{4}-\d{2}-\d{2})")
+
+
+def offline_facts(last_user: str) -> list[dict[str, Any]]:
+    """The facts tiermem's offline extractor finds in the extraction prompt's turn (its
+    `<user>` block, the person's name and the session date), as an LLM would answer them."""
+    from shared.config import ExtractionSettings
+    from shared.extraction.base import TurnInput
+    from shared.llm.offline import OfflineExtractor
+
+    found, day = _TURN_USER.search(last_user), _SESSION_DATE.search(last_user)
+    if found is None:
+        return []
+    when = dt.datetime.fromisoformat(day.group(1)) if day else dt.datetime.now(dt.UTC)
+    turn = TurnInput(
+        user_message=found.group(2),
+        assistant_message=None,
+        session_date=when.replace(tzinfo=dt.UTC, hour=12),
+        user_speaker=found.group(1),
+    )
+    result = OfflineExtractor(ExtractionSettings()).extract(turn)
+    return [f.model_dump(mode="json") for f in result.facts]
+
+
 # -- pytest fixtures -------------------------------------------------------------------------
 
 
@@ -600,6 +636,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
     parser.add_argument("--embedding-dim", type=int, default=384)
     parser.add_argument(
+        "--offline-facts",
+        action="store_true",
+        help="unmatched chat requests answer the facts tiermem's offline rules find in the turn",
+    )
+    parser.add_argument(
         "--facts-per-turn",
         type=int,
         default=0,
@@ -607,7 +648,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     llm = ScriptedLLM(
-        latency_s=args.latency, embedding_dim=args.embedding_dim, facts_per_turn=args.facts_per_turn
+        latency_s=args.latency,
+        embedding_dim=args.embedding_dim,
+        facts_per_turn=args.facts_per_turn,
+        offline_facts=args.offline_facts,
     ).start(port=args.port, host=args.host)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
