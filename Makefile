@@ -30,3 +30,4 @@ bench:
 	$(BIN)/python -m bench.bench_users --users 1000,10000
 	$(BIN)/python -m bench.bench_hybrid
 	$(BIN)/python -m bench.bench_recall
+	$(BIN)/python -m bench.bench_offline_facts
