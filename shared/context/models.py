@@ -39,6 +39,10 @@ class MessageHit(MessageRef):
     keyword_score: float | None = None  # BM25 over the best candidate's, 0-1
     vector_score: float | None = None  # cosine similarity to the query
     speaker_named: bool = False  # the query names who said it
+    # With `around=n`: up to n messages on each side in its session, oldest first, so a
+    # client can show the exchange rather than a lone line.
+    before: list[MessageRef] = Field(default_factory=list)
+    after: list[MessageRef] = Field(default_factory=list)
 
 
 class HistoryEntry(BaseModel):

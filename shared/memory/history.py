@@ -33,7 +33,7 @@ from sqlalchemy import Select, bindparam, text, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
-from shared.context.models import MessageHit
+from shared.context.models import MessageHit, MessageRef
 from shared.db.models import ChatSession, Message, User, utcnow
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
@@ -619,17 +619,18 @@ def with_speakers_named(
 
 
 # Built once (a context build runs it on every message); "ids" expands to the candidates.
+_HIT_COLUMNS: tuple[Any, ...] = (
+    col(Message.id),
+    col(Message.session_id),
+    col(Message.external_id),
+    col(Message.role),
+    col(Message.speaker),
+    col(Message.content),
+    col(Message.created_at),
+    col(ChatSession.external_id).label("session_external_id"),
+)
 _HIT_ROWS: Select[*tuple[Any, ...]] = (
-    sa_select(
-        col(Message.id),
-        col(Message.session_id),
-        col(Message.external_id),
-        col(Message.role),
-        col(Message.speaker),
-        col(Message.content),
-        col(Message.created_at),
-        col(ChatSession.external_id).label("session_external_id"),
-    )
+    sa_select(*_HIT_COLUMNS)
     .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
     .where(
         col(Message.id).in_(bindparam("ids", expanding=True)),
@@ -706,6 +707,63 @@ def search_history(
     return _hits(ranked, rows)
 
 
+MAX_AROUND = 5
+
+
+def with_exchange(
+    session: Session, user: User, hits: Sequence[MessageHit], around: int
+) -> list[MessageHit]:
+    """The hits, each with up to `around` messages before and after it in its session (one
+    query for all of them)."""
+    if around <= 0 or not hits:
+        return list(hits)
+    around = min(around, MAX_AROUND)
+    spots = session.execute(
+        sa_select(col(Message.id), col(Message.session_id), col(Message.seq)).where(
+            col(Message.id).in_([h.message_id for h in hits]), col(Message.user_id) == user.id
+        )
+    ).all()
+    where = {r.id: (r.session_id, r.seq) for r in spots}
+    wanted = {(sid, seq + d) for sid, seq in where.values() for d in range(-around, around + 1)}
+    rows = session.execute(
+        sa_select(*_HIT_COLUMNS, col(Message.seq))
+        .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
+        .where(
+            col(Message.session_id).in_({sid for sid, _ in wanted}),
+            col(Message.seq).in_({seq for _, seq in wanted}),
+            col(Message.user_id) == user.id,
+        )
+    ).all()
+    by_spot = {(r.session_id, r.seq): _ref(r) for r in rows}
+    out = []
+    for hit in hits:
+        if hit.message_id not in where:
+            out.append(hit)
+            continue
+        sid, seq = where[hit.message_id]
+        before = [by_spot[(sid, s)] for s in range(seq - around, seq) if (sid, s) in by_spot]
+        after = [by_spot[(sid, s)] for s in range(seq + 1, seq + around + 1) if (sid, s) in by_spot]
+        out.append(hit.model_copy(update={"before": before, "after": after}))
+    return out
+
+
+def _ref(row: Any) -> MessageRef:
+    return MessageRef(**_ref_fields(row))
+
+
+def _ref_fields(row: Any) -> dict[str, Any]:
+    """A row of _HIT_COLUMNS as the fields of the message clients see."""
+    return {
+        "message_id": row.id,
+        "external_id": row.external_id,
+        "session_id": row.session_external_id,
+        "role": row.role,
+        "speaker": row.speaker,
+        "content": row.content,
+        "created_at": row.created_at,
+    }
+
+
 def search_history_in_sql(
     *,
     runtime: Runtime,
@@ -752,13 +810,7 @@ def _hits(fused: Sequence[Fused], rows: Mapping[str, Any]) -> list[MessageHit]:
         row = rows[f.message_id]
         hits.append(
             MessageHit(
-                message_id=row.id,
-                external_id=row.external_id,
-                session_id=row.session_external_id,
-                role=row.role,
-                speaker=row.speaker,
-                content=row.content,
-                created_at=row.created_at,
+                **_ref_fields(row),
                 score=round(f.score, 6),
                 keyword_rank=f.keyword_rank,
                 vector_rank=f.vector_rank,

@@ -157,6 +157,27 @@ def test_a_question_naming_a_speaker_finds_what_they_said(
     )
 
 
+def test_around_shows_the_exchange_of_each_hit(
+    client: TestClient, stored: dict[str, dict[str, Any]]
+) -> None:
+    plain = search(client, USER, "INC-40213", k=3)
+    assert all(h["before"] == [] and h["after"] == [] for h in plain)
+    [hit, *_] = search(client, USER, "INC-40213", k=3, around=2)
+    assert hit["content"].startswith("Yes, I opened ticket INC-40213")
+    # The ticket is the work session's second turn: its first turn is before it.
+    assert [m["content"] for m in hit["before"]] == [
+        "The VPN keeps dropping every twenty minutes since the update.",
+        "Is it the new client, version 5.2?",
+    ]
+    assert [m["content"] for m in hit["after"]] == [
+        "Good, keep the ticket number handy.",
+        "Another ticket, INC-39977, was for my broken laptop charger last month.",
+    ]
+    assert {m["session_id"] for m in hit["before"] + hit["after"]} == {hit["session_id"]}
+    too_many = client.get(f"/v1/users/{USER}/history/search", params={"q": "VPN", "around": 9})
+    assert too_many.status_code == 422
+
+
 def test_exclude_session_and_small_talk(
     client: TestClient, stored: dict[str, dict[str, Any]]
 ) -> None:

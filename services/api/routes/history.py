@@ -11,7 +11,7 @@ from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.db.models import ChatSession
 from shared.errors import InvalidInput
 from shared.inputs import BLANK, ID_RULE, NON_BLANK_PATTERN, Identifier
-from shared.memory.history import MessageHitsPublic, search_history
+from shared.memory.history import MAX_AROUND, MessageHitsPublic, search_history, with_exchange
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
 
@@ -37,6 +37,10 @@ def search(
             description=f"leave this session's messages out (e.g. the current one); {ID_RULE}",
         ),
     ] = None,
+    around: Annotated[
+        int,
+        Query(ge=0, le=MAX_AROUND, description="messages shown before and after each hit"),
+    ] = 0,
 ) -> MessageHitsPublic:
     """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
     with its session, time, message id and external id, and its rank in each list."""
@@ -55,4 +59,5 @@ def search(
     hits = search_history(
         runtime=runtime, session=session, user=user, query=q, k=k, exclude_session_id=excluded
     )
+    hits = with_exchange(session, user, hits, around)
     return MessageHitsPublic(data=hits, count=len(hits))
