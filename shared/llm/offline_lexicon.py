@@ -186,7 +186,7 @@ _CUT = re.compile(
     r"\s+(?:with|where|which|who|because|since|so|but|and|as|when|for|to be)\b.*$", re.I
 )
 _FILLERS = re.compile(
-    r"[\s,]+(?:now|currently|at the moment|these days|nowadays|for now|too|as "
+    r"[\s,]+(?:now|currently|at the moment|these days|nowadays|for now|too|again|as "
     r"well|a lot|so much|very much|lol|haha|though|right now|anymore|someday|one day|eventually|"
     r"at some point|thanks|thank you|thx|please)$",
     re.I,

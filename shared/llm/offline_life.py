@@ -113,11 +113,24 @@ def _third_verb(verb: str) -> str:
     return " ".join([words[0] + ("es" if words[0].endswith(("sh", "ch")) else "s"), *words[1:]])
 
 
+# What follows a comma after a liked thing and is not another thing: "jazz, especially
+# Coltrane", "running, always have", "horror films, the cheesier the better".
+_ASIDE = re.compile(
+    r"^(?:especially|particularly|mainly|mostly|always|never|ever|even|except|like|"
+    r"though|honestly|obviously)\b|^the \w+ the \w+$",
+    re.I,
+)
+
+
+_AGAIN = re.compile(r"\s+(?:again|once more|all over again)$", re.I)
+
+
 def _likes(m: M, c: Ctx, sentiment: str) -> list[Item]:
     out = []
     said = m["v"] + (f" {c.date.raw}" if c.date else "")  # "Paris in summer" is not a date fact
-    for value in items_of(clean(said)):
-        if points_elsewhere(value) or len(value.split()) > 10:
+    for item in items_of(clean(said)):
+        value = _AGAIN.sub("", item)  # "likes jazz again": the same slot as "likes jazz"
+        if points_elsewhere(value) or len(value.split()) > 10 or _ASIDE.search(value):
             continue
         out.append(
             c.item(

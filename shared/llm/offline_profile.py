@@ -37,6 +37,8 @@ def name(m: M, c: Ctx) -> list[Item]:
     said = titled(clean(bare or m["v"]))
     if not said or said.split()[0].lower() in NOT_NAMES | DEMONYMS:
         return []
+    if said.lower() == c.subject.lower():
+        return []  # "Chloe's name is Chloe." says nothing the speaker's name did not
     content = f"{c.poss_start} name is {said}"
     return c.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
 

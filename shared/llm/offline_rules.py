@@ -67,12 +67,14 @@ RULES: tuple[Rule, ...] = (
     _r(profile.languages, r"^i (?:speak|can speak|am fluent in|speak fluent) (?P<v>.+)$"),
     _r(
         profile.location,
-        r"^i (?:live|am living|have been living|have lived|reside|am residing",
-        r"|am based|am located|am settled) (?:in|out of) (?P<v>.+)$",
+        _WE,
+        r"(?:live|am living|are living|have been living|have lived|reside|am residing",
+        r"|am based|are based|am located|am settled) (?:in|out of) (?P<v>.+)$",
     ),
     _r(
         profile.location,
-        r"^i (?P<moved>moved|relocated|have moved|have relocated) (?:to|in) (?P<v>.+)$",
+        _WE,
+        r"(?P<moved>moved|relocated|have moved|have relocated) (?:to|in) (?P<v>.+)$",
     ),
     _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
     _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),

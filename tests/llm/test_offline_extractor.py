@@ -53,7 +53,7 @@ POSITIVE = [
     ("I live in Berlin.", "identity", "location", "Berlin"),
     ("i live in berlin", "identity", "location", "Berlin"),
     ("Actually, I'm based in Amsterdam now.", "identity", "location", "Amsterdam"),
-    ("My name is Ana.", "identity", "name", "Ana"),
+    ("Call me Annie.", "identity", "name", "Annie"),
     ("I'm 34 years old.", "identity", "age", "34"),
     ("I work as a nurse.", "identity", "occupation", "nurse"),
     ("I'm a software engineer.", "identity", "occupation", "software engineer"),
@@ -331,7 +331,7 @@ def test_generic_speaker_is_the_user(extractor: OfflineExtractor, speaker: str) 
 
 def test_at_most_max_facts_kept(extractor: OfflineExtractor) -> None:
     text = (
-        "My name is Ana. I'm 34. I live in Berlin. I'm from Lisbon. I work as a nurse. "
+        "My name is Ana Lima. I'm 34. I live in Berlin. I'm from Lisbon. I work as a nurse. "
         "I work at Acme. I love hiking. I hate cilantro. I have a dog named Rex. "
         "I'm allergic to peanuts. I want to run a marathon. My sister Maria is great."
     )
@@ -419,3 +419,34 @@ def test_typical_turn_is_fast(extractor: OfflineExtractor) -> None:
     timings.sort()
     # ~0.3 ms on the dev machine; the bound leaves room for a loaded CI runner.
     assert timings[len(timings) // 2] < 0.005
+
+
+# Issue 15's first pieces: "we" includes the speaker, no tautologies, no fragments.
+@pytest.mark.parametrize(
+    ("text", "contents"),
+    [
+        ("We moved to Munich last week.", ["Ana moved to Munich on 1 May 2024."]),
+        ("We live in Lisbon now.", ["Ana lives in Lisbon."]),
+        ("I love jazz again, especially Coltrane.", ["Ana loves jazz."]),
+        ("I hate running, always have.", ["Ana hates running."]),
+        ("I love horror films, the cheesier the better.", ["Ana loves horror films."]),
+        ("I love hiking, swimming and cooking.",
+         ["Ana loves hiking.", "Ana loves swimming.", "Ana loves cooking."]),
+    ],
+)  # fmt: skip
+def test_clauses_keep_their_facts_and_drop_their_asides(
+    extractor: OfflineExtractor, text: str, contents: list[str]
+) -> None:
+    assert [f.content for f in run(extractor, text).facts] == contents
+
+
+def test_likes_again_lands_in_the_slot_of_likes(extractor: OfflineExtractor) -> None:
+    (again,) = run(extractor, "I love jazz again.").facts
+    (plain,) = run(extractor, "I love jazz.").facts
+    assert again.slot == plain.slot and again.content == plain.content
+
+
+def test_a_name_the_speaker_already_has_is_no_fact(extractor: OfflineExtractor) -> None:
+    assert run(extractor, "My name is Chloe.", speaker="Chloe").facts == []
+    (named,) = run(extractor, "My name is Chloe.", speaker="User").facts
+    assert named.content == "The user's name is Chloe."
