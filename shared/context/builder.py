@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +29,7 @@ from shared.db.models import ChatSession, Fact, Message, User, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.memory.guard import screen
 from shared.memory.history import search_history
+from shared.memory.reader import in_third_person
 from shared.runtime import Runtime
 from shared.tokens import joined_tokens, line_tokens
 
@@ -78,28 +78,6 @@ def build_context(
         cfg=cfg,
         quarantined=quarantined,
     )
-
-
-_FIRST_PERSON = [
-    (re.compile(r"\b(do|am|was|have|did|can|should|will|would)\s+I\b", re.I), None),
-    (re.compile(r"\bI'm\b|\bI am\b", re.I), "{name} is"),
-    (re.compile(r"\bI've\b", re.I), "{name} has"),
-    (re.compile(r"\b(my|mine)\b", re.I), "{name}'s"),
-    (re.compile(r"\b(I|me|myself)\b"), "{name}"),
-]
-
-
-def in_third_person(query: str, name: str) -> str:
-    """Facts are stored as third-person sentences naming the person ("Ana lives in Berlin"),
-    and MiniLM puts "Where do I live?" far from them (cosine 0.20, vs 0.79 for "Where does
-    Ana live?"), so the query is rewritten before it is embedded."""
-    if not name:
-        return query
-    text = _FIRST_PERSON[0][0].sub(lambda m: f"{m.group(1)} {name}", query)
-    for pattern, template in _FIRST_PERSON[1:]:
-        assert template is not None
-        text = pattern.sub(template.format(name=name), text)
-    return text
 
 
 # The session and its owner in one statement, built once (see compression.store).

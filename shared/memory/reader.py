@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import delete
+from sqlalchemy import delete, text
 from sqlmodel import Session, col, func, select
 
 from shared.context.models import MessageRef
@@ -124,6 +125,50 @@ def list_memories(
     return MemoriesPublic(data=memories_public(session, rows), count=int(total))
 
 
+_FIRST_PERSON = [
+    (re.compile(r"\b(do|am|was|have|did|can|should|will|would)\s+I\b", re.I), None),
+    (re.compile(r"\bI'm\b|\bI am\b", re.I), "{name} is"),
+    (re.compile(r"\bI've\b", re.I), "{name} has"),
+    (re.compile(r"\b(my|mine)\b", re.I), "{name}'s"),
+    (re.compile(r"\b(I|me|myself)\b"), "{name}"),
+]
+
+
+_ASKS_ABOUT_ME = re.compile(r"\b(?:I|I'm|I've|me|my|mine|myself)\b", re.I)
+
+
+def in_third_person(query: str, name: str) -> str:
+    """Facts are stored as third-person sentences naming the person ("Ana lives in Berlin"),
+    and MiniLM puts "Where do I live?" far from them (cosine 0.20, vs 0.79 for "Where does
+    Ana live?"), so the query is rewritten before it is embedded."""
+    if not name:
+        return query
+    text = _FIRST_PERSON[0][0].sub(lambda m: f"{m.group(1)} {name}", query)
+    for pattern, template in _FIRST_PERSON[1:]:
+        assert template is not None
+        text = pattern.sub(template.format(name=name), text)
+    return text
+
+
+# The user's name as their latest session shows it (the speaker of its latest user message
+# with one): what facts name them by, so a first-person query can be put in their words.
+_USER_NAME = text(
+    """
+    SELECT m.speaker FROM messages AS m
+    WHERE m.session_id = (
+        SELECT s.id FROM chat_sessions AS s WHERE s.user_id = :user_id
+        ORDER BY s.updated_at DESC, s.id LIMIT 1
+    ) AND m.role = 'user' AND m.speaker IS NOT NULL
+    ORDER BY m.seq DESC LIMIT 1
+    """
+)
+
+
+def user_name(session: Session, user: User) -> str | None:
+    name = session.execute(_USER_NAME, {"user_id": user.id}).scalar()
+    return str(name) if name else None
+
+
 def search_memories(
     *,
     runtime: Runtime,
@@ -135,8 +180,11 @@ def search_memories(
     min_score: float | None = None,
 ) -> MemoriesPublic:
     """Vector search in the user's own collection; rows come from SQL, so a fact deleted or
-    superseded a moment ago is never returned even if its point lingers."""
-    vector = runtime.embedder.embed([query])[0]
+    superseded a moment ago is never returned even if its point lingers. A first-person query
+    ("Where do I live?") is put in the words the facts use ("Where do Ana live?"), as the
+    context builder does."""
+    name = user_name(session, user) if _ASKS_ABOUT_ME.search(query) else None
+    vector = runtime.embedder.embed([in_third_person(query, name) if name else query])[0]
     facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
     # Over-fetch when filtering by type in Python: a payload filter costs ~10x in embedded mode.
     limit = k * 4 if types else k

@@ -98,6 +98,32 @@ def test_turn_is_accepted_then_extracted_into_searchable_memory(
     assert [m["type"] for m in typed["data"]] == ["relationship"]
 
 
+def test_a_first_person_query_finds_the_facts_that_name_the_user(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    """Facts name the person ("Ana lives in Berlin."); "Where do I live?" is asked in the
+    words they use, as the context builder asks, with the name her messages carry."""
+    scripted_llm.script(
+        "Berlin",
+        f.facts(
+            f.identity("Ana", "location", "Berlin", "Ana lives in Berlin."),
+            f.preference("Ana", "coffee", "flat white", "Ana likes flat white coffee."),
+            f.preference("Ana", "music", "jazz", "Ana loves jazz on rainy days."),
+        ),
+    )
+    accepted = post_turn(client, "s1", f.turn("ana", "I live in Berlin, flat whites and jazz."))
+    assert wait_job(client, accepted["job_id"])["status"] == "done"
+    hits = client.post(
+        "/v1/users/ana/memories/search", json={"query": "Where do I live?", "k": 3}
+    ).json()["data"]
+    assert hits[0]["content"] == "Ana lives in Berlin."
+    # The same question in the third person scores the same: the rewrite is what was embedded.
+    third = client.post(
+        "/v1/users/ana/memories/search", json={"query": "Where do Ana live?", "k": 1}
+    ).json()["data"]
+    assert third[0]["score"] == pytest.approx(hits[0]["score"], abs=1e-4)
+
+
 def test_contradiction_supersedes_and_history_stays_listable(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
