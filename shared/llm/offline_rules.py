@@ -74,7 +74,7 @@ RULES: tuple[Rule, ...] = (
     _r(
         profile.location,
         _WE,
-        r"(?P<moved>moved|relocated|have moved|have relocated) (?:to|in) (?P<v>.+)$",
+        r"(?P<moved>moved|relocated|have moved|have relocated) (?:back )?(?:to|in) (?P<v>.+)$",
     ),
     _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
     _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
