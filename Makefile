@@ -31,3 +31,4 @@ bench:
 	$(BIN)/python -m bench.bench_hybrid
 	$(BIN)/python -m bench.bench_recall
 	$(BIN)/python -m bench.bench_offline_facts
+	$(BIN)/python -m bench.bench_beliefs
