@@ -144,11 +144,16 @@ def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
     joined = opt(m, "joined")
     if len(job.split()) > 5 or (joined and not (org and org[0].isupper())):
         return []  # "I joined a gym": only a named organisation is an employer
+    said_where = opt(m, "workplace")
+    where = place(said_where) if said_where and said_where[:1].isupper() else None
+    if said_where and not where:
+        return []  # "I'm a nurse in training" names no place
     when, day = past_date(c, since=not joined)
     out = []
     if job:
         verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
-        out += c.identity("occupation", job, f"{c.who} {verb} {job}", "work", valid_from=day)
+        at = f" in {where}" if where else ""  # where they work: not where they live
+        out += c.identity("occupation", job, f"{c.who} {verb} {job}{at}", "work", valid_from=day)
     if org and job.lower() == "student":
         out += c.identity("school", org, f"{c.who} studies at {org}", "education")
     elif org == "self-employed":

@@ -89,7 +89,8 @@ RULES: tuple[Rule, ...] = (
     _r(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
     _r(
         profile.job_checked,
-        r"^i am (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+))?$",
+        r"^i am (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
+        r"(?: in (?P<workplace>.+))?$",
     ),
     _r(profile.job_trusted, rf"^i {_JOB_VERB} (?:at|for|by)", _ORG_AS),
     _r(

@@ -421,7 +421,8 @@ def test_typical_turn_is_fast(extractor: OfflineExtractor) -> None:
     assert timings[len(timings) // 2] < 0.005
 
 
-# Issue 15's first pieces: "we" includes the speaker, no tautologies, no fragments.
+# Issue 15's first pieces: "we" includes the speaker, no tautologies, no fragments, the
+# place a job is done in.
 @pytest.mark.parametrize(
     ("text", "contents"),
     [
@@ -432,6 +433,8 @@ def test_typical_turn_is_fast(extractor: OfflineExtractor) -> None:
         ("I love horror films, the cheesier the better.", ["Ana loves horror films."]),
         ("I love hiking, swimming and cooking.",
          ["Ana loves hiking.", "Ana loves swimming.", "Ana loves cooking."]),
+        ("I'm a pharmacist in Leeds.", ["Ana works as a pharmacist in Leeds."]),
+        ("I'm a nurse in training.", []),
     ],
 )  # fmt: skip
 def test_clauses_keep_their_facts_and_drop_their_asides(
