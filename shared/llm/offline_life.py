@@ -62,7 +62,8 @@ _CHILDREN = words("kid kids child children son sons daughter daughters baby twin
 def have(m: M, c: Ctx) -> list[Item]:
     verb = m["verb"].lower()
     v = clean(m["v"])
-    head_part = re.split(r"\s+(?:named|called|who|that|which|with|from|in|at|of)\b", v)[0]
+    # the thing had, before its names or details: "two cats, Mochi and Bean" → "two cats"
+    head_part = re.split(r",|\s+(?:named|called|who|that|which|with|from|in|at|of)\b", v)[0]
     head = head_part.split()[-1].lower() if head_part else ""
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
     if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):

@@ -435,6 +435,8 @@ def test_typical_turn_is_fast(extractor: OfflineExtractor) -> None:
          ["Ana loves hiking.", "Ana loves swimming.", "Ana loves cooking."]),
         ("I'm a pharmacist in Leeds.", ["Ana works as a pharmacist in Leeds."]),
         ("I'm a nurse in training.", []),
+        ("I have two cats, Mochi and Bean.", ["Ana has two cats, Mochi and Bean."]),
+        ("I have a question, about my code.", []),
     ],
 )  # fmt: skip
 def test_clauses_keep_their_facts_and_drop_their_asides(
