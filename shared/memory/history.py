@@ -39,7 +39,7 @@ from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
 from shared.extraction.prefilter import is_small_talk
 from shared.runtime import Runtime
-from shared.vectors import Vector, VectorPoint
+from shared.vectors import HybridHits, Vector, VectorPoint
 from shared.vectors.scope import SESSION_FIELD, UserVectors
 from shared.vectors.sparse import blended_terms, query_terms
 
@@ -537,49 +537,35 @@ def _ordered(fused: list[Fused]) -> list[Fused]:
 
 
 def fuse_scores(
-    words: Sequence[tuple[str, float]],
-    meaning: Sequence[tuple[str, float]],
-    *,
-    depth: int,
-    vector_weight: float,
-    rescored: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
-    fresh: Mapping[str, int] | None = None,
+    found: HybridHits, *, vector_weight: float, fresh: Mapping[str, int] | None = None
 ) -> list[Fused]:
     """score = BM25 / the best BM25 among the candidates + vector_weight × cosine.
 
     Scores, not ranks: how far the first hit stands above the tenth is the signal reciprocal
-    rank fusion throws away (ADR 0014). `words` and `meaning` are the engine's best `depth`
-    by each; `rescored` (keyword, vector) scores every candidate of either by both, and a
-    candidate it does not score has no score there (no word of the query, no dense vector).
-    Without it, a candidate missing from a full list ranks below its last hit there and is
-    given the last hit's score (the most it can have); missing from a shorter one, 0.
-    `fresh`: messages the engine does not hold yet, by their rank in SQL full-text, given
-    the engine's keyword score at that rank (its last past its end; the best, 1, when it
-    found none) and the lowest cosine of the list by meaning (the worker embeds them soon)."""
+    rank fusion throws away (ADR 0014). `found` ranks the engine's best by words and by
+    meaning and scores every candidate of either by both; a candidate it does not score has
+    no score there (no word of the query, no dense vector: 0). `fresh`: messages the engine
+    does not hold yet, by their rank in SQL full-text, given the engine's keyword score at
+    that rank (its last past its end; the best, 1, when it found none) and the lowest cosine
+    of the list by meaning (the worker embeds them soon)."""
     fresh = fresh or {}
-    best = max([s for _, s in words[:1]], default=0.0) or 1.0
-    if rescored is not None:
-        by_words, by_meaning = rescored
-        floor_kw = floor_vec = 0.0
-    else:
-        by_words, by_meaning = dict(words), dict(meaning)
-        floor_kw = words[-1][1] / best if len(words) >= depth else 0.0
-        floor_vec = meaning[-1][1] if len(meaning) >= depth else 0.0
-    by_rank = [s / best for _, s in words]
-    kw_rank, vec_rank = _ranks([m for m, _ in words]), _ranks([m for m, _ in meaning])
-    fresh_vec = min((s for _, s in meaning), default=0.0)
+    best = max([h.score for h in found.sparse[:1]], default=0.0) or 1.0
+    by_rank = [h.score / best for h in found.sparse]
+    kw_rank, vec_rank = _ranks([h.id for h in found.sparse]), _ranks([h.id for h in found.dense])
+    fresh_vec = min((h.score for h in found.dense), default=0.0)
     fused = []
     for mid in dict.fromkeys([*kw_rank, *vec_rank, *fresh]):
-        k_score = by_words[mid] / best if mid in by_words else None
-        v_score, rank = by_meaning.get(mid), kw_rank.get(mid)
+        words = found.sparse_scores.get(mid)
+        k_score = None if words is None else words / best
+        v_score, rank = found.dense_scores.get(mid), kw_rank.get(mid)
         if mid in fresh and rank is None:  # indexed meanwhile: the engine's score stands
             rank = fresh[mid]
             k_score = by_rank[min(rank, len(by_rank)) - 1] if by_rank else 1.0
-        cosine = v_score if v_score is not None else fresh_vec if mid in fresh else floor_vec
+        cosine = v_score if v_score is not None else fresh_vec if mid in fresh else 0.0
         fused.append(
             Fused(
                 message_id=mid,
-                score=(floor_kw if k_score is None else k_score) + vector_weight * cosine,
+                score=(k_score or 0.0) + vector_weight * cosine,
                 keyword_rank=rank,
                 vector_rank=vec_rank.get(mid),
                 keyword_score=k_score,
@@ -692,14 +678,7 @@ def search_history(
         exclude_session_id=exclude_session_id,
     )
     cfg = runtime.settings.context
-    fused = fuse_scores(
-        [(h.id, h.score) for h in found.sparse],
-        [(h.id, h.score) for h in found.dense],
-        depth=depth,
-        vector_weight=cfg.history_vector_weight,
-        rescored=(found.sparse_scores, found.dense_scores),
-        fresh=fresh,
-    )
+    fused = fuse_scores(found, vector_weight=cfg.history_vector_weight, fresh=fresh)
     # Every candidate's row (one query): its speaker for the bonus; a deleted one is gone.
     rows = _rows(session, user, [f.message_id for f in fused])
     speakers = {mid: row.speaker for mid, row in rows.items()}
