@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
@@ -31,6 +32,14 @@ class _FactBase(BaseModel):
     valid_from: dt.date | None = Field(
         default=None, description="the absolute date the fact became true, if stated"
     )
+    ended: bool = Field(
+        default=False,
+        description=(
+            "true when the fact states that its value stopped being true (quit a job, moved "
+            "away, broke up, a pet died, no longer likes it): the same type and fields the "
+            "fact it ends has, and that fact is retired"
+        ),
+    )
 
     @field_validator("tags")
     @classmethod
@@ -50,19 +59,40 @@ class _FactBase(BaseModel):
         attribute = self.slot_attribute()
         if not attribute:
             return None
-        return f"{self.type}/{slot_part(self.subject)}/{slot_part(attribute)}"  # type: ignore[attr-defined]
+        # "pet:rex": the attribute's family before the colon, the value it holds after it
+        parts = ":".join(slot_part(p) for p in attribute.split(":", 1))
+        return f"{self.type}/{slot_part(self.subject)}/{parts}"  # type: ignore[attr-defined]
 
     @property
     def details(self) -> dict[str, Any]:
         """The type-specific fields, as stored in the fact row."""
         common = set(_FactBase.model_fields) | {"type"}
-        return self.model_dump(mode="json", exclude=common)
+        details = self.model_dump(mode="json", exclude=common)
+        return {**details, "ended": True} if self.ended else details
 
 
 # Attributes a person can hold several values of at once: never superseded by a new value.
-MULTI_VALUED_ATTRIBUTES = frozenset({"language", "pet", "hobby"})
+MULTI_VALUED_ATTRIBUTES = frozenset({"language", "pet", "hobby", "child", "sport", "instrument"})
 # "languages" and "language" must name one slot, or one fact is stored twice.
-_SINGULAR = {"languages": "language", "pets": "pet", "hobbies": "hobby"}
+_SINGULAR = {
+    "languages": "language",
+    "pets": "pet",
+    "hobbies": "hobby",
+    "children": "child",
+    "kids": "child",
+    "kid": "child",
+    "sports": "sport",
+    "instruments": "instrument",
+}
+
+
+def _attribute_slot(attribute: str, value: str) -> str:
+    """The slot attribute of an attribute/value fact: a multi-valued attribute keeps one
+    slot per value ("pet:rex"), any other one slot whose value a new fact replaces."""
+    attribute = _SINGULAR.get(slot_part(attribute), attribute)
+    if slot_part(attribute) in MULTI_VALUED_ATTRIBUTES:
+        return f"{attribute}:{value}"
+    return attribute
 
 
 class IdentityFact(_FactBase):
@@ -71,10 +101,7 @@ class IdentityFact(_FactBase):
     value: str = Field(min_length=1, max_length=200)
 
     def slot_attribute(self) -> str | None:
-        attribute = _SINGULAR.get(slot_part(self.attribute), self.attribute)
-        if slot_part(attribute) in MULTI_VALUED_ATTRIBUTES:
-            return f"{attribute}:{self.value}"
-        return attribute
+        return _attribute_slot(self.attribute, self.value)
 
     def slot_value(self) -> str:
         return self.value
@@ -88,10 +115,11 @@ class PreferenceFact(_FactBase):
 
     def slot_attribute(self) -> str | None:
         # "prefers" picks one option for a topic (a new pick replaces it); likes and
-        # dislikes accumulate, and only flip for the same thing ("likes jazz" → "dislikes jazz").
+        # dislikes accumulate, one slot per thing whatever its topic, so "loves jazz",
+        # "no longer likes jazz" and "likes jazz again" take turns in one slot.
         if self.sentiment == "prefers":
             return self.topic
-        return f"{self.topic}:{self.value}"
+        return f"about:{thing_key(self.value)}"
 
     def slot_value(self) -> str:
         return self.value if self.sentiment == "prefers" else self.sentiment
@@ -105,7 +133,7 @@ class GeneralFact(_FactBase):
     value: str | None = Field(default=None, max_length=200)
 
     def slot_attribute(self) -> str | None:
-        return self.attribute if self.value else None
+        return _attribute_slot(self.attribute, self.value) if self.attribute and self.value else None
 
     def slot_value(self) -> str:
         return self.value or ""
@@ -161,10 +189,26 @@ FACT_MODELS: dict[str, type[_FactBase]] = {
 typed_fact_adapter: TypeAdapter[TypedFact] = TypeAdapter(TypedFact)
 
 _SLOT_JUNK = re.compile(r"[^a-z0-9]+")
+_NON_WORD = re.compile(r"[^\w\s]+")
+_ARTICLES = re.compile(r"^(?:a|an|the|my|their|his|her|our|some)\s+")
 
 
 def slot_part(text: str) -> str:
     return _SLOT_JUNK.sub("_", text.lower()).strip("_")
+
+
+def core_words(value: str) -> str:
+    """A value's words, case-folded, without punctuation or a leading article or
+    possessive: what two wordings of one thing share ("the jazz", "Jazz!" → "jazz")."""
+    text = " ".join(_NON_WORD.sub(" ", unicodedata.normalize("NFKC", value).casefold()).split())
+    while (stripped := _ARTICLES.sub("", text)) != text:
+        text = stripped
+    return text
+
+
+def thing_key(value: str) -> str:
+    """The liked thing's key in a preference slot."""
+    return slot_part(core_words(value))
 
 
 def strict_json_schema() -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""When one fact ends another, and when two active facts cannot both be true.
+
+The writer's supersede and the context builder's contradiction check read these rules, so
+what is retired on write and what is kept out of a prompt never disagree. Everything here
+is deterministic string work on a fact's type, slot and details: no LLM, no embeddings.
+
+A slot is `type/subject/attribute`; a multi-valued attribute carries its value after a
+colon (`identity/ana/language:french`, `relationship/ana/sister:maria`,
+`preference/ana/about:jazz`): the part before the colon is the slot's *family*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from shared.extraction.schemas import core_words
+from shared.memory.normalize import normalize
+
+# An ended value that names no particular value: "I don't have any pets anymore".
+WILDCARDS = frozenset({"", "*", "any", "all", "every", "anything", "everything"})
+ENDED = "ended"  # the slot value of a fact that states its value ended
+
+
+class FactLike(Protocol):
+    """What the rules read of a fact: a stored row (shared.db.models.Fact) or a view."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def slot(self) -> str | None: ...
+    @property
+    def slot_value(self) -> str | None: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+
+
+def is_ending(fact: FactLike) -> bool:
+    return bool(fact.details.get("ended"))
+
+
+def held_value(type_: str, details: Mapping[str, Any]) -> str:
+    """The thing a fact is about, for matching an ending to it: the employer, the pet's
+    name, the liked thing, the person."""
+    key = {"relationship": "person", "decision": "choice", "goal": "goal"}.get(type_, "value")
+    return str(details.get(key) or "")
+
+
+def family(slot: str) -> str:
+    """`identity/ana/pet:rex` → `identity/ana/pet`; a single-valued slot is its own family."""
+    head, _, attribute = slot.rpartition("/")
+    return f"{head}/{attribute.split(':', 1)[0]}"
+
+
+def subject_prefix(slot: str) -> str:
+    """`identity/ana/pet:rex` → `identity/ana/`: every slot of this type and subject."""
+    return slot.rpartition("/")[0] + "/"
+
+
+def values_match(ended: str, held: str) -> bool:
+    """An ended value names a held one: equal, or one is a word run inside the other
+    ("Siemens" / "Siemens AG", "Rex" / "a beagle named Rex"); a wildcard names any."""
+    a, b = _core(ended), _core(held)
+    if a in WILDCARDS:
+        return True
+    if not b:
+        return False
+    return f" {a} " in f" {b} " or f" {b} " in f" {a} "
+
+
+def ends(ending: FactLike, held: FactLike) -> bool:
+    """True when `ending` (a fact stating a value ended) retires the active fact `held`.
+
+    Same type and subject; a relationship by its person whatever the relation was called
+    ("broke up with Tom" ends "Tom is her boyfriend"); a preference by the thing liked,
+    whatever its topic; any other type within the slot's family, by value.
+    """
+    if not ending.slot or not held.slot or ending.type != held.type or is_ending(held):
+        return False
+    if subject_prefix(ending.slot) != subject_prefix(held.slot):
+        return False
+    if ending.type not in ("relationship", "preference") and family(ending.slot) != family(
+        held.slot
+    ):
+        return False
+    return values_match(
+        held_value(ending.type, ending.details), held_value(held.type, held.details)
+    )
+
+
+def reopens(fact: FactLike, ended: FactLike) -> bool:
+    """True when a new positive `fact` says again what the active ending `ended` closed
+    ("I'm back into F1" after "I stopped watching F1"): the ending is history then."""
+    if is_ending(fact) or not is_ending(ended):
+        return False
+    return ends(ended, _Positive(fact))
+
+
+def contradicts(a: FactLike, b: FactLike) -> bool:
+    """Two active facts that cannot both be true now: one slot with two values, an ending
+    beside the value it ended, or one liked thing with two sentiments."""
+    if a.slot and a.slot == b.slot:
+        return normalize(a.slot_value or "") != normalize(b.slot_value or "")
+    if is_ending(a) != is_ending(b):
+        ending, other = (a, b) if is_ending(a) else (b, a)
+        return ends(ending, other)
+    if a.type == b.type == "preference" and not is_ending(a) and not is_ending(b):
+        sentiments = {a.details.get("sentiment"), b.details.get("sentiment")}
+        liked = {"likes", "prefers"}
+        return (
+            bool(sentiments & liked)
+            and bool(sentiments - liked)
+            and _core(held_value("preference", a.details))
+            == _core(held_value("preference", b.details))
+        )
+    return False
+
+
+_COUNTS = re.compile(r"^(?:two|three|four|five|\d+)\s+")
+
+
+def _core(value: str) -> str:
+    return _COUNTS.sub("", core_words(value))
+
+
+class _Positive:
+    """A fact seen as if it were not an ending, so `ends` can test it against an ending."""
+
+    def __init__(self, fact: FactLike) -> None:
+        self.type, self.slot, self.slot_value = fact.type, fact.slot, fact.slot_value
+        self.details = {k: v for k, v in fact.details.items() if k != "ended"}
