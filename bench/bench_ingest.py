@@ -93,8 +93,10 @@ class Variant:
     def describe(self) -> str:
         parts = [f"{self.workers} worker{'s' if self.workers > 1 else ''}"]
         parts += [f"+{p}" for p in self.patches]
-        parts += [("uvloop+httptools" if k == "PYTHONPATH" else f"{k.removeprefix('TIERMEM_')}={v}")
-                  for k, v in self.env]
+        parts += [
+            ("uvloop+httptools" if k == "PYTHONPATH" else f"{k.removeprefix('TIERMEM_')}={v}")
+            for k, v in self.env
+        ]
         return ", ".join(parts)
 
 
@@ -130,8 +132,13 @@ class IngestRun:
     def other_cpu(self) -> float:
         """CPU used by everything else on the machine (other people's work, Redis, the
         database server), in % of one core."""
-        return max(0.0, self.machine_busy * (os.cpu_count() or 1) - self.api_cpu
-                   - self.loadgen_cpu - self.servers_cpu)
+        return max(
+            0.0,
+            self.machine_busy * (os.cpu_count() or 1)
+            - self.api_cpu
+            - self.loadgen_cpu
+            - self.servers_cpu,
+        )
 
     @property
     def achieved_rate(self) -> float:
@@ -165,19 +172,23 @@ def run_one(backend: str, variant: Variant, args: argparse.Namespace) -> IngestR
     port = free_port()
     try:
         with _database(backend) as db_env:
-            env = child_env({
-                "TIERMEM_REDIS_URL": args.redis_url,
-                "TIERMEM_DATA_DIR": str(data_dir),
-                "TIERMEM_PORT": str(port),
-                **db_env,
-                **variant.environment(),
-            })
+            env = child_env(
+                {
+                    "TIERMEM_REDIS_URL": args.redis_url,
+                    "TIERMEM_DATA_DIR": str(data_dir),
+                    "TIERMEM_PORT": str(port),
+                    **db_env,
+                    **variant.environment(),
+                }
+            )
             # Migrate first, as a deployment does: `tiermem api --workers N` on an empty
             # database has every worker run the migration at once, and all but one fail.
-            subprocess.run([*tiermem_command(), "migrate"], env=env, cwd=REPO, check=True,
-                           capture_output=True)
-            api = Service(f"api ({backend})", variant.command(), env,
-                          args.logs / f"ingest-api-{backend}.log")
+            subprocess.run(
+                [*tiermem_command(), "migrate"], env=env, cwd=REPO, check=True, capture_output=True
+            )
+            api = Service(
+                f"api ({backend})", variant.command(), env, args.logs / f"ingest-api-{backend}.log"
+            )
             with api:
                 url = f"http://127.0.0.1:{port}"
                 wait_http(f"{url}/readyz", service=api)
@@ -188,14 +199,23 @@ def run_one(backend: str, variant: Variant, args: argparse.Namespace) -> IngestR
         shutil.rmtree(data_dir, ignore_errors=True)
         flush_redis(args.redis_url)
     return IngestRun(
-        backend=backend, variant=variant, sent=payload["sent"],
-        duration_s=payload["duration_s"], latency_ms=payload["latency_ms"],
-        service_ms=payload["service_ms"], lag_ms=payload["lag_ms"],
-        statuses=payload["statuses"], api_cpu=cpu_percent(first, last, "api"),
+        backend=backend,
+        variant=variant,
+        sent=payload["sent"],
+        duration_s=payload["duration_s"],
+        latency_ms=payload["latency_ms"],
+        service_ms=payload["service_ms"],
+        lag_ms=payload["lag_ms"],
+        statuses=payload["statuses"],
+        api_cpu=cpu_percent(first, last, "api"),
         loadgen_cpu=cpu_percent(first, last, "loadgen"),
-        machine_busy=machine_percent(first, last), queued_tasks=queued,
-        servers_cpu=sum(cpu_percent(first, last, name) for name in ("redis", "postgres")
-                        if name in first.seconds),
+        machine_busy=machine_percent(first, last),
+        queued_tasks=queued,
+        servers_cpu=sum(
+            cpu_percent(first, last, name)
+            for name in ("redis", "postgres")
+            if name in first.seconds
+        ),
     )
 
 
@@ -203,10 +223,23 @@ def _drive(
     url: str, args: argparse.Namespace, api: Service
 ) -> tuple[tuple[CpuSample, CpuSample], dict[str, Any]]:
     argv = [
-        sys.executable, "-m", "bench.loadgen", "--url", url, "--rate", str(args.rate),
-        "--duration", str(args.duration), "--warmup", str(args.warmup),
-        "--users", str(args.users), "--connections", str(args.connections),
-        "--client", args.client,
+        sys.executable,
+        "-m",
+        "bench.loadgen",
+        "--url",
+        url,
+        "--rate",
+        str(args.rate),
+        "--duration",
+        str(args.duration),
+        "--warmup",
+        str(args.warmup),
+        "--users",
+        str(args.users),
+        "--connections",
+        str(args.connections),
+        "--client",
+        args.client,
     ]
     if not args.external_ids:
         argv.append("--no-external-ids")
@@ -224,13 +257,15 @@ def _drive(
         elif line.startswith("RESULT "):
             payload = json.loads(line.removeprefix("RESULT "))
     if loadgen.wait() != 0 or start is None or end is None or payload is None:
-        raise RuntimeError(f"load generator failed (exit {loadgen.returncode}); "
-                           f"API log tail:\n{api.log_tail()}")
+        raise RuntimeError(
+            f"load generator failed (exit {loadgen.returncode}); API log tail:\n{api.log_tail()}"
+        )
     return (start, end), payload
 
 
-def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] | None,
-           load_before: str) -> str:
+def render(
+    runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] | None, load_before: str
+) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"## Turn ingest latency ({stamp})",
@@ -282,23 +317,41 @@ def render(runs: list[IngestRun], args: argparse.Namespace, argv: Sequence[str] 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_ingest", description=__doc__)
-    parser.add_argument("--backends", default="sqlite,postgres",
-                        help="comma-separated: sqlite, postgres")
+    parser.add_argument(
+        "--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
+    )
     parser.add_argument("--rate", type=float, default=200.0, help="requests per second")
     parser.add_argument("--duration", type=float, default=30.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds first")
     parser.add_argument("--users", type=int, default=200, help="users, one session each")
     parser.add_argument("--connections", type=int, default=256, help="load generator's cap")
-    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
-                        help="load generator's HTTP client (see bench.loadgen)")
-    parser.add_argument("--api-workers", type=int, default=1,
-                        help="uvicorn worker processes (unless a variant says otherwise)")
-    parser.add_argument("--variant", action="append", default=[], metavar="SPEC",
-                        help="an API configuration to measure (repeatable; default: the "
-                             "product as shipped), e.g. 'workers=2 LOG_LEVEL=WARNING "
-                             "patches=auth_cache+async_deps pythonpath=/opt/uvloop'")
-    parser.add_argument("--no-external-ids", dest="external_ids", action="store_false",
-                        help="send messages without external_id")
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="load generator's HTTP client (see bench.loadgen)",
+    )
+    parser.add_argument(
+        "--api-workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (unless a variant says otherwise)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="an API configuration to measure (repeatable; default: the "
+        "product as shipped), e.g. 'workers=2 LOG_LEVEL=WARNING "
+        "patches=auth_cache+async_deps pythonpath=/opt/uvloop'",
+    )
+    parser.add_argument(
+        "--no-external-ids",
+        dest="external_ids",
+        action="store_false",
+        help="send messages without external_id",
+    )
     parser.add_argument("--redis-url", default=REDIS_URL, help="flushed before and after")
     parser.add_argument("--logs", type=Path, default=RESULTS_DIR / "logs")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -316,9 +369,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"  failed: {exc}", file=sys.stderr)
                 failures.append(f"{backend.strip()}, {variant.describe()}: {exc}")
                 continue
-            print(f"  p50 {percentile(run.latency_ms, 50):.1f} ms, "
-                  f"p99 {percentile(run.latency_ms, 99):.1f} ms, {run.achieved_rate:.0f}/s, "
-                  f"API CPU {run.api_cpu_per_request_ms:.1f} ms/request", file=sys.stderr)
+            print(
+                f"  p50 {percentile(run.latency_ms, 50):.1f} ms, "
+                f"p99 {percentile(run.latency_ms, 99):.1f} ms, {run.achieved_rate:.0f}/s, "
+                f"API CPU {run.api_cpu_per_request_ms:.1f} ms/request",
+                file=sys.stderr,
+            )
             runs.append(run)
     table = render(runs, args, argv, load_before)
     if failures:

@@ -146,8 +146,13 @@ class LoadedUser:
 
 
 def load_sessions(
-    *, runtime: Runtime, tenant_id: str, external_id: str, sessions: Sequence[GenSession],
-    cache: VectorCache, session_ids: Sequence[str] | None = None,
+    *,
+    runtime: Runtime,
+    tenant_id: str,
+    external_id: str,
+    sessions: Sequence[GenSession],
+    cache: VectorCache,
+    session_ids: Sequence[str] | None = None,
 ) -> LoadedUser:
     """Store the sessions through ingest (messages + FTS5 by trigger), mark their runs done
     (as after extraction), and index the messages into the user's message collection."""
@@ -160,10 +165,21 @@ def load_sessions(
         for i, gen in enumerate(sessions):
             sid = session_ids[i] if session_ids else gen.external_id
             result = ingest_messages(
-                session=session, settings=settings, tenant_id=tenant_id,
-                user_external_id=external_id, session_external_id=sid, extractor="offline",
-                messages=[NewMessage(m.role, m.content, m.speaker,  # type: ignore[arg-type]
-                                     created_at=m.created_at) for m in gen.messages],
+                session=session,
+                settings=settings,
+                tenant_id=tenant_id,
+                user_external_id=external_id,
+                session_external_id=sid,
+                extractor="offline",
+                messages=[
+                    NewMessage(
+                        m.role,
+                        m.content,
+                        m.speaker,  # type: ignore[arg-type]
+                        created_at=m.created_at,
+                    )
+                    for m in gen.messages
+                ],
             )
             if loaded is None:
                 loaded = LoadedUser(external_id, result.user_id, sid)
@@ -175,17 +191,28 @@ def load_sessions(
         session.commit()
         assert loaded is not None
         # The steady state after the worker ran: every run done, every message extracted.
-        session.execute(update(ExtractionRun).where(col(ExtractionRun.user_id) == loaded.user_id)
-                        .values(status="done"))
-        session.execute(update(Message).where(col(Message.user_id) == loaded.user_id,
-                                              col(Message.extraction_status) == "pending")
-                        .values(extraction_status="done"))
+        session.execute(
+            update(ExtractionRun)
+            .where(col(ExtractionRun.user_id) == loaded.user_id)
+            .values(status="done")
+        )
+        session.execute(
+            update(Message)
+            .where(
+                col(Message.user_id) == loaded.user_id, col(Message.extraction_status) == "pending"
+            )
+            .values(extraction_status="done")
+        )
         session.commit()
         rows = session.exec(select(Message).where(col(Message.id).in_(all_ids))).all()
         cache.ensure(index_text(r) for r in rows)
     for start in range(0, len(all_ids), 512):
-        index_messages(runtime=runtime, tenant_id=tenant_id, user_id=loaded.user_id,
-                       message_ids=all_ids[start : start + 512])
+        index_messages(
+            runtime=runtime,
+            tenant_id=tenant_id,
+            user_id=loaded.user_id,
+            message_ids=all_ids[start : start + 512],
+        )
     loaded.messages = len(all_ids)
     return loaded
 
@@ -193,15 +220,27 @@ def load_sessions(
 def _provenance(tenant_id: str, loaded: LoadedUser, rng: random.Random) -> writer.Provenance:
     message_id, session_id, said_at = rng.choice(loaded.user_message_ids)
     return writer.Provenance(
-        tenant_id=tenant_id, user_id=loaded.user_id, session_id=session_id,
-        message_ids=(message_id,), seen_at=said_at, extractor="offline",
-        extractor_version="bench", model=None,
+        tenant_id=tenant_id,
+        user_id=loaded.user_id,
+        session_id=session_id,
+        message_ids=(message_id,),
+        seen_at=said_at,
+        extractor="offline",
+        extractor_version="bench",
+        model=None,
     )
 
 
 def writer_facts(
-    *, runtime: Runtime, tenant_id: str, loaded: LoadedUser, facts: Sequence[GenFact],
-    more: Iterable[GenFact], target: int, cache: VectorCache, seed: int,
+    *,
+    runtime: Runtime,
+    tenant_id: str,
+    loaded: LoadedUser,
+    facts: Sequence[GenFact],
+    more: Iterable[GenFact],
+    target: int,
+    cache: VectorCache,
+    seed: int,
 ) -> None:
     """Through write_facts, in turns of up to 10 facts said in one message, until the user
     has `target` active facts (merges are topped up from `more`)."""
@@ -223,8 +262,10 @@ def writer_facts(
         vectors = cache.get([f.fact.content for f in batch])
         with runtime.user_locks.hold(loaded.user_id), Session(runtime.engine) as session:
             out = writer.write_facts(
-                session=session, facts_vectors=facts_vectors,
-                facts=[f.fact for f in batch], embeddings=vectors,
+                session=session,
+                facts_vectors=facts_vectors,
+                facts=[f.fact for f in batch],
+                embeddings=vectors,
                 prov=_provenance(tenant_id, loaded, rng),
                 dedup_threshold=runtime.settings.extraction.dedup_threshold,
             )
@@ -235,13 +276,25 @@ def writer_facts(
 def _count_active(session: Session, user_id: str) -> int:
     from sqlmodel import func
 
-    return int(session.exec(select(func.count()).select_from(Fact).where(
-        Fact.user_id == user_id, col(Fact.valid_to).is_(None))).one())
+    return int(
+        session.exec(
+            select(func.count())
+            .select_from(Fact)
+            .where(Fact.user_id == user_id, col(Fact.valid_to).is_(None))
+        ).one()
+    )
 
 
 def bulk_facts(
-    *, runtime: Runtime, tenant_id: str, loaded: LoadedUser, facts: Iterable[GenFact],
-    target: int, cache: VectorCache, seed: int, threshold: float,
+    *,
+    runtime: Runtime,
+    tenant_id: str,
+    loaded: LoadedUser,
+    facts: Iterable[GenFact],
+    target: int,
+    cache: VectorCache,
+    seed: int,
+    threshold: float,
 ) -> None:
     """The rows and points write_facts would leave, written in bulk.
 
@@ -264,8 +317,10 @@ def bulk_facts(
         if not pending:
             pending = list(itertools.islice(source, min(512, 2 * (target - len(kept)) + 8)))
             if not pending:
-                raise SystemExit(f"{loaded.external_id}: ran out of distinct facts after "
-                                 f"{len(kept)} (raise the pool)")
+                raise SystemExit(
+                    f"{loaded.external_id}: ran out of distinct facts after "
+                    f"{len(kept)} (raise the pool)"
+                )
             cache.ensure(f.fact.content for f in pending)
         item = pending.pop(0)
         fact = item.fact
@@ -289,8 +344,9 @@ def bulk_facts(
         row = writer._new_row(fact, prov)  # the writer's own row
         row.quarantine_reason = scan(row.content)  # None for this data; kept for fidelity
         if len(positions) == len(matrix):  # grow by doubling
-            matrix = np.concatenate([matrix, np.zeros((max(64, len(matrix)), cache.dim),
-                                                      np.float32)])
+            matrix = np.concatenate(
+                [matrix, np.zeros((max(64, len(matrix)), cache.dim), np.float32)]
+            )
         matrix[len(positions)] = vector
         positions.append(len(kept))
         by_type[fact.type] = (positions, matrix)
@@ -299,8 +355,10 @@ def bulk_facts(
     with Session(runtime.engine, expire_on_commit=False) as session:
         session.add_all(kept)
         session.commit()
-        points = [VectorPoint(id=r.id, vector=v, payload=writer.point_payload(r))
-                  for r, v in zip(kept, kept_vectors, strict=True)]
+        points = [
+            VectorPoint(id=r.id, vector=v, payload=writer.point_payload(r))
+            for r, v in zip(kept, kept_vectors, strict=True)
+        ]
     facts_vectors = runtime.facts_of(tenant_id=tenant_id, user_id=loaded.user_id)
     for start in range(0, len(points), 1024):
         facts_vectors.upsert(points[start : start + 1024])
@@ -315,8 +373,10 @@ def check_world(runtime: Runtime, tenant_id: str, users: Sequence[LoadedUser]) -
             active = _count_active(session, u.user_id)
             points = runtime.facts_of(tenant_id=tenant_id, user_id=u.user_id).count()
             if active != points or active != u.active_facts:
-                problems.append(f"{u.external_id}: {active} active facts, {points} points, "
-                                f"expected {u.active_facts}")
+                problems.append(
+                    f"{u.external_id}: {active} active facts, {points} points, "
+                    f"expected {u.active_facts}"
+                )
             if session.get(User, u.user_id) is None:
                 problems.append(f"{u.external_id}: no user row")
     return problems

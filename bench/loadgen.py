@@ -72,11 +72,13 @@ class Client(Protocol):
 
 
 class HttpxClient:
-    def __init__(self, url: str, *, headers: dict[str, str], connections: int,
-                 timeout: float) -> None:
+    def __init__(
+        self, url: str, *, headers: dict[str, str], connections: int, timeout: float
+    ) -> None:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self._client = httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
-                                         timeout=timeout)
+        self._client = httpx.AsyncClient(
+            base_url=url, headers=headers, limits=limits, timeout=timeout
+        )
 
     async def post(self, path: str, body: bytes) -> int:
         return (await self._client.post(path, content=body)).status_code
@@ -93,13 +95,15 @@ _IDLE_LIMIT_S = 4.0
 class RawClient:
     """Keep-alive HTTP/1.1 POSTs over a pool of asyncio connections (Content-Length bodies)."""
 
-    def __init__(self, url: str, *, headers: dict[str, str], connections: int,
-                 timeout: float) -> None:
+    def __init__(
+        self, url: str, *, headers: dict[str, str], connections: int, timeout: float
+    ) -> None:
         parts = urlsplit(url)
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or 80
-        self._head = "".join(f"{k}: {v}\r\n" for k, v in
-                             {"Host": f"{self._host}:{self._port}", **headers}.items()).encode()
+        self._head = "".join(
+            f"{k}: {v}\r\n" for k, v in {"Host": f"{self._host}:{self._port}", **headers}.items()
+        ).encode()
         self._idle: list[tuple[_Conn, float]] = []
         self._slots = asyncio.Semaphore(connections)
         self._timeout = timeout
@@ -114,8 +118,12 @@ class RawClient:
         return None
 
     async def post(self, path: str, body: bytes) -> int:
-        request = (f"POST {path} HTTP/1.1\r\n".encode() + self._head
-                   + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        request = (
+            f"POST {path} HTTP/1.1\r\n".encode()
+            + self._head
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         async with self._slots:
             conn = self._take_idle()
             if conn is not None:
@@ -163,13 +171,13 @@ class RawClient:
         self._idle.clear()
 
 
-async def _one(client: Client, path: str, body: bytes, scheduled: float,
-               result: PhaseResult) -> None:
+async def _one(
+    client: Client, path: str, body: bytes, scheduled: float, result: PhaseResult
+) -> None:
     started = time.perf_counter()
     try:
         status = str(await client.post(path, body))
-    except (httpx.HTTPError, OSError, TimeoutError, ValueError,
-            asyncio.IncompleteReadError) as exc:
+    except (httpx.HTTPError, OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
         status = type(exc).__name__
     done = time.perf_counter()
     result.statuses[status] = result.statuses.get(status, 0) + 1
@@ -207,8 +215,13 @@ async def run(args: argparse.Namespace) -> PhaseResult:
         # Warm-up: every user and session exists, connections are open, caches are filled.
         for user in bodies.users:
             path = f"/v1/sessions/s-{user}/turns"
-            body = json.dumps({"user_id": user, "user_message": "warming up the session",
-                               "assistant_message": "ok"}).encode()
+            body = json.dumps(
+                {
+                    "user_id": user,
+                    "user_message": "warming up the session",
+                    "assistant_message": "ok",
+                }
+            ).encode()
             status = await client.post(path, body)
             if status != 202:
                 raise RuntimeError(f"warm-up request answered {status}")
@@ -228,8 +241,11 @@ async def run(args: argparse.Namespace) -> PhaseResult:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.loadgen", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.loadgen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", required=True, help="API base URL")
     parser.add_argument("--rate", type=float, default=200.0, help="requests per second")
     parser.add_argument("--duration", type=float, default=30.0, help="measured seconds")
@@ -240,8 +256,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--key", default="dev-app-key")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--no-external-ids", dest="external_ids", action="store_false",
-                        help="send messages without external_id (no duplicate lookup)")
+    parser.add_argument(
+        "--no-external-ids",
+        dest="external_ids",
+        action="store_false",
+        help="send messages without external_id (no duplicate lookup)",
+    )
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
     print("RESULT " + json.dumps(asdict(result)), flush=True)

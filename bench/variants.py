@@ -111,9 +111,7 @@ def _patch_async_deps(auth_cache: bool) -> None:
         def lookup() -> Principal:
             with Session(runtime.engine) as session:
                 resolve = getattr(deps, "authenticate")  # noqa: B009  # the cached one
-                principal: Principal = resolve(
-                    session=session, settings=runtime.settings, key=key
-                )
+                principal: Principal = resolve(session=session, settings=runtime.settings, key=key)
                 return principal
 
         result: Principal = await run_in_threadpool(lookup)
@@ -167,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """`api [--port P] [--workers N]`, or `worker ARGS…` (the `tiermem worker` options)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("api", "worker"):
-        raise SystemExit("usage: python -m bench.variants api [--port P] [--workers N] | "
-                         "worker [tiermem worker options]")
+        raise SystemExit(
+            "usage: python -m bench.variants api [--port P] [--workers N] | "
+            "worker [tiermem worker options]"
+        )
     if args[0] == "worker":
         apply_patches()  # in this process: the thread pool runs here, prefork children fork
         from services.cli.main import cli
@@ -185,9 +185,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = parser.parse_args(args[1:])
     _enabled()  # refuse unknown names before starting anything
     settings = get_settings()
-    uvicorn.run("bench.variants:create_app", factory=True, host=settings.host,
-                port=options.port or settings.port, workers=options.workers,
-                log_level=settings.log_level.lower())
+    uvicorn.run(
+        "bench.variants:create_app",
+        factory=True,
+        host=settings.host,
+        port=options.port or settings.port,
+        workers=options.workers,
+        log_level=settings.log_level.lower(),
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ def identity(
         "confidence": confidence,
         "tags": [attribute],
         "valid_from": None,
+        "ended": False,
         "attribute": attribute,
         "value": value,
     }
@@ -35,6 +36,7 @@ def preference(
         "confidence": confidence,
         "tags": [topic],
         "valid_from": None,
+        "ended": False,
         "topic": topic,
         "sentiment": sentiment,
         "value": value,
@@ -49,6 +51,7 @@ def general(subject: str, content: str, confidence: float = 0.8) -> dict[str, An
         "confidence": confidence,
         "tags": [],
         "valid_from": None,
+        "ended": False,
         "attribute": None,
         "value": None,
     }
@@ -62,6 +65,7 @@ def decision(subject: str, topic: str, choice: str, content: str) -> dict[str, A
         "confidence": 0.9,
         "tags": [topic],
         "valid_from": None,
+        "ended": False,
         "topic": topic,
         "choice": choice,
         "reason": None,
@@ -76,6 +80,7 @@ def goal(subject: str, goal_text: str, content: str, status: str = "active") -> 
         "confidence": 0.8,
         "tags": [],
         "valid_from": None,
+        "ended": False,
         "goal": goal_text,
         "target_date": None,
         "status": status,
@@ -90,6 +95,7 @@ def relationship(subject: str, person: str, relation: str, content: str) -> dict
         "confidence": 0.9,
         "tags": [],
         "valid_from": None,
+        "ended": False,
         "person": person,
         "relation": relation,
     }
@@ -106,3 +112,12 @@ def turn(user_id: str, text: str, reply: str = "Noted.", **extra: Any) -> dict[s
         "assistant_message": reply,
         **extra,
     }
+
+
+def ended(item: dict[str, Any]) -> dict[str, Any]:
+    """The same fact, stating that its value ended ("Ana quit Siemens")."""
+    return {**item, "ended": True}
+
+
+def pet(subject: str, name: str, content: str) -> dict[str, Any]:
+    return {**general(subject, content), "attribute": "pet", "value": name}

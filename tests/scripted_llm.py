@@ -520,6 +520,7 @@ def plausible_facts(last_user: str, n: int) -> list[dict[str, Any]]:
             "subject": name,
             "confidence": round(max(0.5, 0.95 - 0.04 * i), 2),
             "valid_from": None,
+            "ended": False,
         }
         kind = i % 6
         if kind == 0:

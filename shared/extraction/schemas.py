@@ -54,6 +54,10 @@ class _FactBase(BaseModel):
         """The value held in the slot: a different value in the same slot is a contradiction."""
         return ""
 
+    def slot_state(self) -> str:
+        """What the slot holds after this fact: its value, or that the value ended."""
+        return "ended" if self.ended else self.slot_value()
+
     @property
     def slot(self) -> str | None:
         attribute = self.slot_attribute()
@@ -72,7 +76,19 @@ class _FactBase(BaseModel):
 
 
 # Attributes a person can hold several values of at once: never superseded by a new value.
-MULTI_VALUED_ATTRIBUTES = frozenset({"language", "pet", "hobby", "child", "sport", "instrument"})
+MULTI_VALUED_ATTRIBUTES = frozenset(
+    {
+        "language",
+        "pet",
+        "hobby",
+        "child",
+        "sport",
+        "instrument",
+        "allergy",
+        "intolerance",
+        "condition",
+    }
+)
 # "languages" and "language" must name one slot, or one fact is stored twice.
 _SINGULAR = {
     "languages": "language",
@@ -133,7 +149,9 @@ class GeneralFact(_FactBase):
     value: str | None = Field(default=None, max_length=200)
 
     def slot_attribute(self) -> str | None:
-        return _attribute_slot(self.attribute, self.value) if self.attribute and self.value else None
+        if not (self.attribute and self.value):
+            return None
+        return _attribute_slot(self.attribute, self.value)
 
     def slot_value(self) -> str:
         return self.value or ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from shared.config import ExtractionSettings
@@ -17,10 +17,19 @@ from shared.extraction.base import ExtractionResult, TurnInput, validate_items
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.schemas import typed_fact_adapter
 from shared.llm.offline_dates import find_date, warm_up
-from shared.llm.offline_lexicon import Ctx, Item, strip_fillers
+from shared.llm.offline_endings import (
+    ENDING_CUE,
+    ENDING_MENTIONS,
+    ENDINGS,
+    NEGATED_ENDINGS,
+    UNSAID,
+    no_longer,
+    settle,
+)
+from shared.llm.offline_lexicon import Ctx, Item, Rule, strip_fillers
 from shared.llm.offline_rules import MENTIONS, RULES
 
-VERSION = "offline-2"
+VERSION = "offline-3"
 
 # Sentence ends, except after the usual abbreviations ("Dr. Smith", "St. Mary's").
 _SENTENCES = re.compile(
@@ -49,7 +58,9 @@ _OPENERS = re.compile(
     r"^(?:(?:well|so|oh|also|actually|btw|by the way|anyway|anyways|honestly|and|but|plus|"
     r"yeah|yes|no|nope|ok|okay|hey|hi|hello|fun fact|fyi|just so you know|as you know|"
     r"as I said|as I mentioned|like I said|um|uh|hmm|sure|right|basically|personally|"
-    r"for the record|now|then|lol|haha|wait|true|nowadays|these days|currently)\b[,:!.]?\s*)+",
+    r"for the record|now|then|lol|haha|wait|true|nowadays|these days|currently|technically|"
+    r"good news|bad news|big news|great news|funny|update|lately|recently|sadly|"
+    r"unfortunately)\b[,:!.]?\s*)+",
     re.I,
 )
 # Hedges lower confidence rather than block: "I think I live in Berlin" is still a fact.
@@ -98,7 +109,15 @@ _BARE_VERB = (
 )
 _CLAUSES = re.compile(
     rf"\s*;\s*|,?\s+(?:and|but|so|plus|while|although|though|whereas)\s+"
-    rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?={_FIRST_PERSON})",
+    rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?={_FIRST_PERSON})"
+    # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
+    # "I used to work at Yandex, now I'm at JetBrains"
+    r"|,\s+(?=(?:now|it|he|she|they|that|this|so|not)\b)",
+    re.I,
+)
+# Reported speech about the speaker: "the allergist says I'm not allergic to cats anymore".
+_REPORTED = re.compile(
+    r"^(?:the|my|our) [\w ]{1,20}? (?:says|said|told me|confirmed|thinks)(?: that)?\s+(?=I\b)",
     re.I,
 )
 _BARE_VERB_START = re.compile(rf"^{_BARE_VERB}", re.I)
@@ -147,12 +166,12 @@ def extract_items(text: str, *, speaker: str, session_date: dt.datetime) -> list
     base = Ctx(who, poss, "User" if generic else name, 0.9, session_date)
     items: list[Item] = []
     for sentence in _sentences(text):
-        for rule in MENTIONS:
+        for rule in (*MENTIONS, *ENDING_MENTIONS):
             for match in rule.pattern.finditer(sentence):
                 items.extend(rule.build(match, base))
         for clause in _clauses(sentence):
             items.extend(_clause_items(clause, base))
-    return _dedup(items)
+    return _dedup(settle(items))
 
 
 def _sentences(text: str) -> Iterator[str]:
@@ -187,7 +206,7 @@ def _clauses(sentence: str) -> Iterator[str]:
 
 
 def _clause_items(clause: str, base: Ctx) -> list[Item]:
-    text, confidence = _OPENERS.sub("", clause), base.confidence
+    text, confidence = _REPORTED.sub("", _OPENERS.sub("", clause)), base.confidence
     if hedge := _HEDGE_LEAD.match(text):
         sure = (hedge["sure"] or "").lower()
         confidence = min(confidence, 0.8 if sure in ("pretty sure", "fairly sure") else 0.6)
@@ -201,12 +220,28 @@ def _clause_items(clause: str, base: Ctx) -> list[Item]:
     if condition := _CONDITION_TAIL.search(text):  # "I'll move to Paris if I get the job"
         confidence, text = min(confidence, 0.6), text[: condition.start()]
     negated = bool(_NEGATION.search(text))  # before "anymore" goes with the fillers
+    ending = bool(ENDING_CUE.search(text))
     text, date = find_date(strip_fillers(text))
     text = _EMPHATIC_DO.sub("I ", _ADVERBS.sub(r"\1 ", _OPENERS.sub("", strip_fillers(text))))
     ctx = Ctx(base.who, base.poss, base.subject, confidence, base.session, date)
-    for rule in RULES:
-        if rule.negated != negated:
-            continue
+    if built := _first_built((*ENDINGS, *(NEGATED_ENDINGS if negated else ())), text, ctx):
+        return built
+    if (negated and ending) or text.lower().startswith(("i used to ", "we used to ")):
+        # "I don't live in Berlin anymore", "I used to work at Yandex": the positive clause's
+        # facts, ended
+        for form in UNSAID:
+            if said := form.match(text):
+                rest = ENDING_CUE.sub("", said["rest"].split(",")[0])  # "anymore, the tests..."
+                positive = f"I {said['be'] if form.groupindex.get('be') else ''} {rest}"
+                positive = " ".join(strip_fillers(positive).split())
+                found = _first_built([r for r in RULES if not r.negated], positive, ctx)
+                return no_longer(found, ctx, positive, used_to="used to" in form.pattern)
+    return _first_built([r for r in RULES if r.negated == negated], text, ctx)
+
+
+def _first_built(rules: Sequence[Rule], text: str, ctx: Ctx) -> list[Item]:
+    """What the first rule that matches and builds anything builds."""
+    for rule in rules:
         if (match := rule.pattern.match(text)) and (built := rule.build(match, ctx)):
             return built
     return []
@@ -221,6 +256,8 @@ def _dedup(items: list[Item]) -> list[Item]:
             slot = typed_fact_adapter.validate_python(item).slot
         except ValueError:
             slot = None  # invalid items go on to validate_items, which counts them
-        key = f"{item.get('type')}|{slot or str(item.get('content', '')).lower()}"
+        # an ending and a new value of one slot both stay: "quit Siemens, starting at SAP"
+        ended = "ended|" if item.get("ended") else ""
+        key = f"{ended}{item.get('type')}|{slot or str(item.get('content', '')).lower()}"
         kept[key] = item
     return list(kept.values())

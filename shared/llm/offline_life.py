@@ -37,13 +37,15 @@ def health(m: M, c: Ctx) -> list[Item]:
     if not v or len(v.split()) > 6:
         return []
     said = m[0].lower()
+    # multi-valued attributes (shared.extraction.schemas): one slot per allergy, so "not
+    # allergic to cats anymore" ends that one
     if "allergic" in said:
-        content = f"{c.who} is allergic to {v}"
+        content, attribute = f"{c.who} is allergic to {v}", "allergy"
     elif "intolerant" in said:
-        content, v = f"{c.who} is {v} intolerant", f"{v} intolerant"
+        content, v, attribute = f"{c.who} is {v} intolerant", f"{v} intolerant", "intolerance"
     else:
-        content = f"{c.who} has {v}"
-    return [c.item("fact", content, ["health"], value=v)]
+        content, attribute = f"{c.who} has {v}", "condition"
+    return [c.item("fact", content, ["health"], attribute=attribute, value=v)]
 
 
 _HAVE_VERBS = {
@@ -126,7 +128,9 @@ _ASIDE = re.compile(
 _AGAIN = re.compile(r"\s+(?:again|once more|all over again)$", re.I)
 
 
-def _likes(m: M, c: Ctx, sentiment: str) -> list[Item]:
+def likes(m: M, c: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item]:
+    """One preference per liked thing in the match's `v`; `verb` as said in the content
+    (default: the match's own verb in the third person)."""
     out = []
     said = m["v"] + (f" {c.date.raw}" if c.date else "")  # "Paris in summer" is not a date fact
     for item in items_of(clean(said)):
@@ -136,7 +140,7 @@ def _likes(m: M, c: Ctx, sentiment: str) -> list[Item]:
         out.append(
             c.item(
                 "preference",
-                f"{c.who} {_third_verb(m['verb'])} {value}",
+                f"{c.who} {verb or _third_verb(m['verb'])} {value}",
                 ["preferences", *keyword(value)],
                 topic=snake(value),
                 sentiment=sentiment,
@@ -147,18 +151,18 @@ def _likes(m: M, c: Ctx, sentiment: str) -> list[Item]:
 
 
 def positive(m: M, c: Ctx) -> list[Item]:
-    return _likes(m, c, "likes")
+    return likes(m, c, "likes")
 
 
 def negative(m: M, c: Ctx) -> list[Item]:
-    return _likes(m, c, "avoids" if m["verb"].lower() == "avoid" else "dislikes")
+    return likes(m, c, "avoids" if m["verb"].lower() == "avoid" else "dislikes")
 
 
 _NOT_LIKE = {"fan of": "is not a fan of", "into": "is not into", "keen on": "is not keen on"}
 
 
 def not_like(m: M, c: Ctx) -> list[Item]:
-    out = _likes(m, c, "dislikes")
+    out = likes(m, c, "dislikes")
     base = m["base"].lower()
     for item in out:  # "Ana does not like X", however the negation was put
         item["content"] = f"{c.who} {_NOT_LIKE.get(base, 'does not ' + base)} {item['value']}."

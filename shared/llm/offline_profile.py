@@ -128,7 +128,7 @@ _STATUS_JOBS = ("retired", "unemployed", "self-employed", "between jobs")
 
 
 def _employer(text: str | None) -> str | None:
-    org = clean(text, cut=True)
+    org = clean(re.split(r"\s+(?:studying|doing|working on)\b", text or "")[0], cut=True)
     if org.lower() in ("myself", "themselves"):
         return "self-employed"
     if not org or len(org.split()) > 6 or org.split()[0].lower() in ("home", "night", "it"):
@@ -136,9 +136,20 @@ def _employer(text: str | None) -> str | None:
     return titled(org)
 
 
+# "-ist", "-ician" nouns are jobs (hygienist, cardiologist, electrician) but for these.
+_NOT_JOBS = words(
+    "optimist pessimist perfectionist realist idealist minimalist purist loyalist "
+    "tourist nationalist racist sexist extremist activist"
+)
+
+
+def _is_job(noun: str) -> bool:
+    return noun in JOBS or (noun.endswith(("ist", "ician")) and noun not in _NOT_JOBS)
+
+
 def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
     job = re.sub(r"^(?:a|an)\s+", "", clean(opt(m, "job")), flags=re.I)
-    if job and not trusted and job.split()[-1].lower() not in JOBS:
+    if job and not trusted and not _is_job(job.split()[-1].lower()):
         return []  # "I'm a big fan of jazz" is not a job
     org = _employer(opt(m, "org"))
     joined = opt(m, "joined")
@@ -154,7 +165,7 @@ def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
         verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
         at = f" in {where}" if where else ""  # where they work: not where they live
         out += c.identity("occupation", job, f"{c.who} {verb} {job}{at}", "work", valid_from=day)
-    if org and job.lower() == "student":
+    if org and job.lower().endswith("student"):  # "a master's student at TU Delft"
         out += c.identity("school", org, f"{c.who} studies at {org}", "education")
     elif org == "self-employed":
         out += c.identity("employer", org, f"{c.who} is self-employed", "work")

@@ -12,7 +12,7 @@ from shared.extraction.schemas import strict_json_schema
 
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
-EXTRACTOR_VERSION = "llm-1"
+EXTRACTOR_VERSION = "llm-2"  # llm-2: endings (`ended`), one preference slot per thing
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -75,8 +75,22 @@ when guessing (better left out).
 later fact about the same thing replaces the earlier one. For identity use one of these \
 when it fits: name, age, birthday, location, hometown, occupation, employer, nationality, \
 language, pronouns.
+   For fact use these when they fit: pet (one fact per pet, value: its name), diet, \
+allergy, condition, car. Attributes a person holds several values of at once (language, \
+pet, hobby, child, sport, instrument, allergy, condition) never replace each other.
 8. tags: up to 3 short lowercase words for the area of life (e.g. "work", "health", \
 "travel").
+9. Endings: when the person says something stopped being true (quit or left a job, moved \
+away, broke up or divorced, a pet died or was given away, graduated, no longer likes or \
+does something, "I don't have X anymore", "I used to ..."), write it as a fact with \
+"ended": true, of the type and with the attribute (or topic) and value the fact it ends \
+would have, its content saying what ended, dated when stated:
+  {"type": "identity", "attribute": "employer", "value": "Siemens", "ended": true, \
+"content": "Lena quit Siemens in March 2024."}
+  For a relationship the value is the person's name, or "*" with the relation when they \
+are not named ("my husband and I split up"); "*" as the value when every value ended \
+("I don't have any pets anymore"). Every other fact has "ended": false. A new value needs \
+no ending for the old one: "I moved to Munich" replaces Berlin by itself.
 
 Answer with JSON only: {"facts": [...]}, every field of the fact's type present, null \
 where unknown.

@@ -80,6 +80,9 @@ def ends(ending: FactLike, held: FactLike) -> bool:
         return False
     if subject_prefix(ending.slot) != subject_prefix(held.slot):
         return False
+    if ending.type == "relationship" and _core(str(ending.details.get("person"))) in WILDCARDS:
+        # "my boyfriend and I broke up": the relation names whom
+        return _relation_kin(ending.details, held.details)
     if ending.type not in ("relationship", "preference") and family(ending.slot) != family(
         held.slot
     ):
@@ -115,6 +118,17 @@ def contradicts(a: FactLike, b: FactLike) -> bool:
             == _core(held_value("preference", b.details))
         )
     return False
+
+
+# Relations one person has one of at a time: a break-up with "my partner" ends any of them.
+PARTNERS = frozenset(
+    {"partner", "boyfriend", "girlfriend", "husband", "wife", "spouse", "fiance", "fiancee"}
+)
+
+
+def _relation_kin(ending: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
+    a, b = _core(str(ending.get("relation"))), _core(str(held.get("relation")))
+    return a == b or (a in PARTNERS and b in PARTNERS)
 
 
 _COUNTS = re.compile(r"^(?:two|three|four|five|\d+)\s+")

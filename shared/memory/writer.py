@@ -1,9 +1,12 @@
-"""Dedup, merge and supersede new facts into a user's memory, without an LLM call.
+"""Dedup, merge, supersede and end facts in a user's memory, without an LLM call.
 
 For each new fact, in order: the same normalized content → merge; the same slot
 (type/subject/attribute) → merge when the value agrees, supersede when it differs;
-cosine ≥ threshold within the same type → merge; otherwise add. Callers hold the
-user's lock, so the read-decide-write below is not raced by another worker.
+cosine ≥ threshold within the same type → merge; otherwise add. A fact that states a
+value ended ("Lena quit Siemens") retires the active facts holding that value (and what
+was said with them of the same job: the title at that employer), by the rules in
+shared.memory.beliefs; a new fact that says the value again retires the ending. Callers
+hold the user's lock, so the read-decide-write below is not raced by another worker.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
+from shared.memory.beliefs import ENDED, ends, is_ending, reopens, subject_prefix
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorHit, VectorPoint, point_id
@@ -147,6 +151,14 @@ def apply_facts(
         new.quarantine_reason = screen(new.content, source="fact")
         if new.quarantine_reason is not None:
             new.slot = None  # parked: a flagged fact neither retires nor is retired by a clean one
+        if fact.ended:
+            outcome.superseded += _apply_ending(session, new, prov)
+            session.add(new)
+            session.flush()
+            batch.append((new, vector))
+            to_upsert[new.id] = vector
+            outcome.added.append(new.id)
+            continue
         rival = _active_in_slot(session, prov.user_id, new.slot)
         if rival is not None and rival.id != new.id and rival.first_seen_at > prov.seen_at:
             # An older statement processed late (an imported transcript, a replay): it is
@@ -158,11 +170,11 @@ def apply_facts(
             outcome.added.append(new.id)
             continue
         if rival is not None and rival.id != new.id:
-            rival.valid_to = prov.seen_at
-            rival.superseded_by = new.id
-            rival.updated_at = utcnow()
-            session.add(rival)
+            _retire(session, rival, by=new, at=prov.seen_at)
             outcome.superseded.append(rival.id)
+        for ending in _endings_reopened_by(session, new, prov):
+            _retire(session, ending, by=new, at=prov.seen_at)
+            outcome.superseded.append(ending.id)
         session.add(new)
         session.flush()
         batch.append((new, vector))
@@ -226,13 +238,14 @@ def _find_duplicate(
     if fact.slot:
         rival = _active_in_slot(session, prov.user_id, fact.slot)
         if rival is not None:
-            same = normalize(rival.slot_value or "") == normalize(fact.slot_value())
+            same = normalize(rival.slot_value or "") == normalize(fact.slot_state())
             return rival if same else None  # a different value supersedes (caller)
     best: tuple[float, Fact | None] = (threshold, None)
     for row, other in batch:
         score = float(np.dot(vector, other))
         if (
             row.type == fact.type
+            and is_ending(row) == fact.ended
             and score >= best[0]
             and row.quarantine_reason is None
             and may_be_paraphrases(row.content, fact.content)
@@ -247,12 +260,98 @@ def _find_duplicate(
         # a clean restatement must not vanish into a quarantined look-alike
         if stored is None or stored.valid_to is not None or stored.quarantine_reason:
             continue
-        if not may_be_paraphrases(stored.content, fact.content):
-            continue
+        if is_ending(stored) != fact.ended or not may_be_paraphrases(stored.content, fact.content):
+            continue  # "Lena quit Siemens" never merges into "Lena works at Siemens"
         # a slotted fact never merges into a different slot: that would hide a contradiction
         if not fact.slot or stored.slot == fact.slot:
             return stored
     return None
+
+
+# Said of one job in one breath ("I work at Tesco as a shift manager"): when an ending
+# retires one, the others said in the same message go with it ("I left Tesco").
+_COMPANIONS = {
+    "employer": ("occupation", "job", "workplace"),
+    "school": ("occupation", "field_of_study"),
+    "occupation": ("employer", "workplace"),
+    "job": ("employer", "workplace"),
+}
+
+
+def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]:
+    """Retire the active facts `ending` ends; returns their ids. The ending takes their slot
+    (the slot's state is now "ended", until a new value comes); when it matches no active
+    value while its slot holds another ("quit Siemens" after "works at SAP"), it is history
+    only and holds no slot, so it cannot retire that other value."""
+    held = _active_with_prefix(session, prov.user_id, ending.slot)
+    # a fact said after the ending (an old transcript imported late) is not ended by it
+    targets = [f for f in held if ends(ending, f) and f.first_seen_at <= prov.seen_at]
+    targets += [
+        f
+        for f in held
+        if f not in targets
+        and f.first_seen_at <= prov.seen_at
+        and any(_companions(t, f) for t in targets)
+    ]
+    when = prov.seen_at
+    if ending.valid_from is not None and ending.valid_from < when:
+        when = ending.valid_from  # "Rex died in March", said in April
+    for target in targets:
+        _retire(session, target, by=ending, at=when)
+    slots = {t.slot for t in targets if ends(ending, t)}
+    if len(slots) == 1:
+        ending.slot = slots.pop()  # "broke up with Tom" closes the slot "boyfriend:tom"
+    if _active_in_slot(session, prov.user_id, ending.slot) is not None:
+        ending.slot = None
+    return [t.id for t in targets]
+
+
+def _companions(retired: Fact, other: Fact) -> bool:
+    if not retired.source_message_ids or not other.source_message_ids:
+        return False
+    said_together = retired.source_message_ids[0] == other.source_message_ids[0]
+    attribute = str(retired.details.get("attribute") or "")
+    return (
+        said_together
+        and other.type == retired.type
+        and str(other.details.get("attribute") or "") in _COMPANIONS.get(attribute, ())
+    )
+
+
+def _endings_reopened_by(session: Session, new: Fact, prov: Provenance) -> list[Fact]:
+    """Active endings that `new` says again: "back into F1" after "stopped watching F1"."""
+    if not new.slot:
+        return []
+    return [
+        f
+        for f in _active_with_prefix(session, prov.user_id, new.slot)
+        if f.slot_value == ENDED and f.first_seen_at <= prov.seen_at and reopens(new, f)
+    ]
+
+
+def _retire(session: Session, fact: Fact, *, by: Fact, at: dt.datetime) -> None:
+    fact.valid_to = at
+    fact.superseded_by = by.id
+    fact.updated_at = utcnow()
+    session.add(fact)
+
+
+def _active_with_prefix(session: Session, user_id: str, slot: str | None) -> list[Fact]:
+    """The user's active, unquarantined facts of the slot's type and subject."""
+    if not slot:
+        return []
+    prefix = subject_prefix(slot)
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return list(
+        session.exec(
+            select(Fact).where(
+                Fact.user_id == user_id,
+                col(Fact.slot).like(f"{escaped}%", escape="\\"),
+                col(Fact.valid_to).is_(None),
+                col(Fact.quarantine_reason).is_(None),
+            )
+        ).all()
+    )
 
 
 def _active_in_slot(session: Session, user_id: str, slot: str | None) -> Fact | None:
@@ -302,7 +401,7 @@ def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
         content_hash=content_hash(fact.content),
         subject=fact.subject,
         slot=fact.slot,
-        slot_value=fact.slot_value() or None,
+        slot_value=fact.slot_state() or None,
         details=fact.details,
         tags=list(fact.tags),
         confidence=fact.confidence,

@@ -22,6 +22,7 @@ from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, pro
 from tests.scripted_llm import ScriptedLLM
 
 SESSION = dt.datetime(2024, 5, 8, 14, 30, tzinfo=dt.UTC)  # a Wednesday
+
 TURN = TurnInput(
     user_message="I moved to Lisbon last month with my sister Marta. I can't stand cilantro.",
     assistant_message="Lisbon is lovely! Do you like the food there?",
@@ -38,6 +39,7 @@ def _fact(kind: str, confidence: float = 0.9, **fields: Any) -> dict[str, Any]:
         "confidence": confidence,
         "tags": [],
         "valid_from": None,
+        "ended": False,
     }
     per_type: dict[str, dict[str, Any]] = {
         "identity": {"content": "Ana lives in Lisbon.", "attribute": "location", "value": "Lisbon"},
@@ -145,6 +147,25 @@ def test_request_carries_schema_date_and_speaker(
         assert attribute in system
     # Every scripted fact is also valid against the schema we send (the test data is honest).
     jsonschema.validate({"facts": ALL_SIX}, strict_json_schema())
+
+
+def test_an_ending_comes_through_the_schema_and_the_prompt_asks_for_it(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    quit_ = _fact(
+        "identity", content="Ana quit Siemens.", attribute="employer", value="Siemens", ended=True
+    )
+    scripted_llm.script("Lisbon", {"facts": [quit_]})
+    (fact,) = extractor.extract(TURN).facts
+    assert fact.ended and fact.slot == "identity/ana/employer" and fact.slot_state() == "ended"
+    assert fact.details["ended"] is True  # stored with the row
+
+    (request,) = scripted_llm.chat_requests()
+    schema = request["response_format"]["json_schema"]["schema"]
+    for item in schema["properties"]["facts"]["items"]["anyOf"]:
+        assert item["properties"]["ended"]["type"] == "boolean"
+        assert "ended" in item["required"]
+    assert '"ended": true' in request["messages"][0]["content"]
 
 
 def test_invalid_items_dropped_and_counted(

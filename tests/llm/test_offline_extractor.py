@@ -79,12 +79,12 @@ POSITIVE = [
     # fact
     ("I have a dog named Rex.", "fact", None, "a dog named Rex"),
     ("I own a Tesla.", "fact", None, "a Tesla"),
-    ("I'm allergic to peanuts.", "fact", None, "peanuts"),
+    ("I'm allergic to peanuts.", "fact", "allergy", "peanuts"),
     ("I've been vegetarian since 2019.", "fact", "diet", "vegetarian"),
     ("I have two kids.", "fact", None, "two kids"),
-    ("I have diabetes.", "fact", None, "diabetes"),
+    ("I have diabetes.", "fact", "condition", "diabetes"),
     ("I drive a 2019 Honda Civic.", "fact", "car", "a 2019 Honda Civic"),
-    ("I'm lactose intolerant.", "fact", None, "lactose intolerant"),
+    ("I'm lactose intolerant.", "fact", "intolerance", "lactose intolerant"),
     # decision
     ("I decided to switch to Postgres.", "decision", "postgres", "Postgres"),
     ("I've decided to move to Lisbon.", "decision", "move_lisbon", "move to Lisbon"),
@@ -161,12 +161,10 @@ NOTHING = [
     "What if I moved to Tokyo?",
     "I wish I lived in Paris.",
     "I'd live in Paris if I could.",
-    # negations and the past
-    "I don't live in Paris anymore.",
-    "I'm not vegetarian anymore.",
-    "I no longer work at Google.",
+    # negations and the past that end nothing known: no "anymore", no "used to"
     "I never wanted to be a lawyer.",
-    "I used to live in Rome.",
+    "I don't live in Paris.",
+    "I quit it.",
     # other people, the world
     "The weather is nice today.",
     "Tom lives in Berlin.",
@@ -224,6 +222,57 @@ def test_events_are_kept_as_facts(extractor: OfflineExtractor, text: str, conten
     assert event.content == content
     assert event.type == "fact" and event.slot is None  # events accumulate
     assert (event.valid_from is not None) == (" on " in content)
+
+
+# Endings: a fact of the type and slot of the one it ends, marked ended (the writer retires
+# the active fact holding that value). (text, type, slot attribute, value, content)
+ENDINGS = [
+    ("I don't live in Paris anymore.", "identity", "location", "Paris",
+     "Ana no longer lives in Paris."),
+    ("I'm not vegetarian anymore.", "fact", "diet", "vegetarian", "Ana is no longer vegetarian."),
+    ("I no longer work at Google.", "identity", "employer", "Google",
+     "Ana no longer works at Google."),
+    ("I used to live in Rome.", "identity", "location", "Rome", "Ana used to live in Rome."),
+    ("Yesterday I handed in my notice at Deloitte.", "identity", "employer", "Deloitte",
+     "Ana left Deloitte on 7 May 2024."),
+    ("I quit my job.", "identity", "employer", "*", "Ana quit their job."),
+    ("We moved out of Lyon in March, way too expensive.", "identity", "location", "Lyon",
+     "Ana moved away from Lyon in March 2024."),
+    ("Priya and I split up last month.", "relationship", None, "Priya",
+     "Ana broke up with Priya in April 2024."),
+    ("My husband and I are getting divorced.", "relationship", None, "*",
+     "Ana divorced their husband."),
+    ("I'm not seeing Marco anymore.", "relationship", None, "Marco", "Ana broke up with Marco."),
+    ("Sadly our cat Whiskers died on Sunday.", "fact", "pet", "Whiskers",
+     "Whiskers, Ana's pet, died on 5 May 2024."),
+    ("We don't have any pets anymore.", "fact", "pet", "*", "Ana no longer has any pets."),
+    ("I'm not allergic to shellfish anymore, the tests came back clean.", "fact", "allergy",
+     "shellfish", "Ana is no longer allergic to shellfish."),
+    ("I gave up chess last year.", "preference", None, "chess", "Ana gave up chess in 2023."),
+    ("I stopped learning Japanese, no time.", "goal", None, "learn Japanese",
+     "Ana stopped learning Japanese."),
+    ("I finally graduated from Uppsala University!", "identity", "school",
+     "Uppsala University", "Ana graduated from Uppsala University."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "type_", "attribute", "value", "content"), ENDINGS)
+def test_endings_are_facts_marked_ended(
+    extractor: OfflineExtractor,
+    text: str,
+    type_: str,
+    attribute: str | None,
+    value: str,
+    content: str,
+) -> None:
+    facts = [f for f in run(extractor, text).facts if f.ended]
+    assert [f.content for f in facts] == [content]
+    (fact,) = facts
+    assert fact.type == type_
+    held = {"relationship": "person", "goal": "goal"}.get(type_, "value")
+    assert getattr(fact, held) == value
+    if attribute is not None:
+        assert fact.attribute == attribute  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("text", NOTHING)
@@ -404,7 +453,7 @@ def test_hedged_statements_are_less_confident(extractor: OfflineExtractor) -> No
 
 def test_labelled_as_offline(extractor: OfflineExtractor) -> None:
     result = run(extractor, "I live in Berlin.")
-    assert (extractor.kind, extractor.version) == ("offline", "offline-2")
+    assert (extractor.kind, extractor.version) == ("offline", "offline-3")
     assert (result.extractor, result.extractor_version, result.model) == ("offline", VERSION, None)
 
 

@@ -291,6 +291,141 @@ def test_likes_then_dislikes_the_same_thing_supersedes(make_world: Callable[...,
     assert world.point_count() == 2
 
 
+def test_likes_no_longer_likes_and_likes_again_share_one_slot(
+    make_world: Callable[..., World],
+) -> None:
+    """Whatever topic each wording was filed under, one liked thing holds one sentiment."""
+    world = make_world()
+    world.tell("I love jazz", f.preference("Ana", "music", "jazz", "Ana loves jazz."))
+    world.tell(
+        "not into jazz anymore",
+        f.preference("Ana", "jazz", "Jazz", "Ana does not like jazz anymore.", "dislikes"),
+        at=DAY2,
+    )
+    world.tell(
+        "jazz again!",
+        f.preference("Ana", "genres", "the jazz", "Ana loves jazz again.", "likes"),
+        at=DAY2 + dt.timedelta(days=1),
+    )
+    assert [r.content for r in world.facts()] == ["Ana loves jazz again."]
+    assert world.point_count() == 1
+
+
+EMPLOYER = f.identity("Ana", "employer", "Siemens", "Ana works at Siemens.")
+TITLE = f.identity("Ana", "occupation", "software tester", "Ana works as a software tester.")
+QUIT = f.ended(f.identity("Ana", "employer", "Siemens", "Ana quit Siemens."))
+
+
+def test_an_ending_retires_the_value_it_names_and_what_was_said_with_it(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    world.tell("I'm a tester at Siemens", EMPLOYER, TITLE)
+    world.tell(
+        "I work from Berlin", f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")
+    )
+    outcome = world.tell("I just quit Siemens", QUIT, at=DAY2)
+
+    assert outcome.superseded == 2
+    ending = world.fact("Ana quit Siemens.")
+    assert sorted(r.content for r in world.facts()) == ["Ana lives in Berlin.", "Ana quit Siemens."]
+    for gone in ("Ana works at Siemens.", "Ana works as a software tester."):
+        row = world.fact(gone)
+        assert row.superseded_by == ending.id  # kept, with the message that ended it
+        assert row.valid_to is not None and row.valid_to.replace(tzinfo=dt.UTC) == DAY2
+        assert world.points(row.id) == []
+    # the slot now holds "ended" until a new value comes, which replaces the ending
+    assert ending.slot == "identity/ana/employer" and ending.slot_value == "ended"
+    world.tell("Started at SAP", f.identity("Ana", "employer", "SAP", "Ana works at SAP."), at=DAY2)
+    assert world.fact("Ana quit Siemens.").superseded_by == world.fact("Ana works at SAP.").id
+
+
+def test_an_ending_of_a_value_not_held_changes_nothing(make_world: Callable[..., World]) -> None:
+    """Value-aware: "I quit Siemens" said after the move to SAP must not end SAP."""
+    world = make_world()
+    world.tell("I work at SAP", f.identity("Ana", "employer", "SAP", "Ana works at SAP."))
+    outcome = world.tell("back then I quit Siemens", QUIT, at=DAY2)
+
+    assert outcome.superseded == 0
+    assert sorted(r.content for r in world.facts()) == ["Ana quit Siemens.", "Ana works at SAP."]
+    assert world.fact("Ana quit Siemens.").slot is None  # history only: it holds no slot
+
+
+def test_an_ending_said_before_the_fact_does_not_end_it(make_world: Callable[..., World]) -> None:
+    """An old transcript imported late: the ending predates the job it would end."""
+    world = make_world()
+    world.tell("I work at Siemens again", EMPLOYER, at=DAY2)
+    assert world.tell("I quit Siemens", QUIT, at=DAY1).superseded == 0
+    assert world.fact("Ana works at Siemens.").valid_to is None
+
+
+def test_a_break_up_ends_the_partner_whatever_the_relation_was_called(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    world.tell(
+        "my boyfriend Tom and my sister Maria",
+        f.relationship("Ana", "Tom", "boyfriend", "Ana's boyfriend is Tom."),
+        f.relationship("Ana", "Maria", "sister", "Ana's sister is Maria."),
+        f.relationship("Ana", "Sam", "friend", "Ana's friend is Sam."),
+    )
+    world.tell(
+        "Tom and I broke up",
+        f.ended(f.relationship("Ana", "Tom", "partner", "Ana broke up with Tom.")),
+        at=DAY2,
+    )
+    assert sorted(r.content for r in world.facts()) == [
+        "Ana broke up with Tom.",
+        "Ana's friend is Sam.",
+        "Ana's sister is Maria.",
+    ]
+    # unnamed: "my husband and I split up" ends a partner, never a sister or a friend
+    world.tell("my husband Leo", f.relationship("Ana", "Leo", "husband", "Ana's husband is Leo."))
+    world.tell(
+        "we split",
+        f.ended(f.relationship("Ana", "*", "spouse", "Ana split from their husband.")),
+        at=DAY2,
+    )
+    assert "Ana's husband is Leo." not in [r.content for r in world.facts()]
+    assert {"Ana's sister is Maria.", "Ana's friend is Sam."} <= {r.content for r in world.facts()}
+
+
+def test_no_pets_anymore_ends_every_pet_and_a_new_pet_ends_that(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    world.tell(
+        "Rex and Mochi",
+        f.pet("Ana", "Rex", "Ana has a dog named Rex."),
+        f.pet("Ana", "Mochi", "Ana has a cat named Mochi."),
+    )
+    world.tell("Rex died", f.ended(f.pet("Ana", "Rex", "Rex, Ana's dog, died.")), at=DAY2)
+    assert "Ana has a dog named Rex." not in [r.content for r in world.facts()]
+    assert "Ana has a cat named Mochi." in [r.content for r in world.facts()]
+    world.tell("no pets now", f.ended(f.pet("Ana", "*", "Ana has no pets anymore.")), at=DAY2)
+    assert not [r for r in world.facts() if r.content.startswith("Ana has a ")]
+    later = DAY2 + dt.timedelta(days=30)
+    world.tell("we got a kitten", f.pet("Ana", "Pip", "Ana has a kitten named Pip."), at=later)
+    assert sorted(r.content for r in world.facts()) == [
+        "Ana has a kitten named Pip.",
+        "Rex, Ana's dog, died.",
+    ]
+
+
+def test_saying_it_again_retires_the_ending(make_world: Callable[..., World]) -> None:
+    world = make_world()
+    world.tell(
+        "I stopped watching F1",
+        f.ended(f.preference("Ana", "motorsport", "watching F1", "Ana stopped watching F1.")),
+    )
+    world.tell("I'm back into F1", f.preference("Ana", "f1", "F1", "Ana is back into F1."), at=DAY2)
+    assert [r.content for r in world.facts()] == ["Ana is back into F1."]
+    assert (
+        world.fact("Ana stopped watching F1.").superseded_by
+        == world.fact("Ana is back into F1.").id
+    )
+
+
 def test_multi_valued_identity_attributes_accumulate(make_world: Callable[..., World]) -> None:
     world = make_world()
     world.tell("I speak English", f.identity("Ana", "language", "English", "Ana speaks English."))

@@ -1,0 +1,401 @@
+"""Offline extractor rules for what stopped being true: quit, left, moved away, broke up,
+passed away, graduated, gave up, used to, no longer, "not ... anymore".
+
+Each builds facts with `ended=True` in the type and fields of the fact they end ("Lena quit
+Siemens" is an identity `employer` = Siemens that ended); the memory writer retires the
+matching active fact by its own deterministic rules (shared.memory.beliefs), and only when
+the value named is the one held. These rules run before the others on every clause.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from shared.llm import offline_life as life
+from shared.llm import offline_profile as profile
+from shared.llm.offline_dates import find_date
+from shared.llm.offline_lexicon import (
+    NAME,
+    NOT_NAMES,
+    PETS,
+    REL,
+    RELATIONS,
+    Builder,
+    Ctx,
+    Item,
+    Rule,
+    clean,
+    past_date,
+    third,
+)
+from shared.llm.offline_profile import M, opt
+
+# Words that say a negated statement is an ending, not a plain negation ("I don't live in
+# Berlin" is odd; "I don't live in Berlin anymore" ends the Berlin fact).
+ENDING_CUE = re.compile(r"\b(?:anymore|any more|any longer|no longer)\b", re.I)
+_PET_KINDS = rf"(?:{PETS[3:-1]}|goldfish|fish|pets?|dogs|cats|animals?)"
+_UNNAMED = {"*", "any", "all"}
+
+
+def _ended(item: Item, content: str) -> Item:
+    return {**item, "ended": True, "content": content}
+
+
+def _identity_end(c: Ctx, attribute: str, value: str, content: str, *tags: str) -> list[Item]:
+    when, day = past_date(c)
+    item = c.item("identity", f"{content}{when}", list(tags), attribute=attribute, value=value)
+    return [{**item, "ended": True, "valid_from": day}]
+
+
+def _head(raw: str | None) -> str:
+    """A captured value up to its first comma, cut before a trailing clause, cleaned."""
+    return clean((raw or "").split(",")[0], cut=True)
+
+
+def _dated(raw: str | None, c: Ctx) -> tuple[str, Ctx]:
+    """`_head` of a value, with a date said inside it ("Lyon in March, way too expensive")
+    taken out into the context, where the clause's own date finder did not look."""
+    value, phrase = find_date((raw or "").split(",")[0])
+    if phrase is not None and c.date is None:
+        c = replace(c, date=phrase)
+    return clean(value, cut=True), c
+
+
+def _date_after(m: M, c: Ctx) -> Ctx:
+    """A sentence-level match's context with the date said after it: "... split up last
+    month"."""
+    if c.date is not None:
+        return c
+    _, phrase = find_date(m.string[m.end() :].split(",")[0])
+    return replace(c, date=phrase) if phrase is not None else c
+
+
+_JOB_WORDS = re.compile(r"^(?:their|the|a) (?:job|position|role)(?: (?:at|with|in) )?\s*")
+
+
+def _org(raw: str | None) -> str | None:
+    org = _head(raw)
+    named_job = _JOB_WORDS.match(org)
+    org = _JOB_WORDS.sub("", org)
+    if not org:
+        return "*" if named_job else None  # "I quit my job": whatever the job was
+    if len(org.split()) > 5 or not (named_job or org[:1].isupper()):
+        return None  # "I left the party", "quit smoking": not an employer
+    return org
+
+
+# --- work and study ----------------------------------------------------------------
+
+
+def left_job(m: M, c: Ctx) -> list[Item]:
+    said, c = _dated(m["org"], c)
+    org = _org(said)
+    if org is None:
+        return []
+    verb = m["verb"].lower()
+    said = {"left": "left", "quit": "quit"}.get(verb, "left")
+    shown = "their job" if org == "*" else org if org[:1].isupper() else f"their job at {org}"
+    return _identity_end(c, "employer", org, f"{c.who} {said} {shown}", "work")
+
+
+def quit_habit(m: M, c: Ctx) -> list[Item]:
+    """ "I quit coffee", "I've given up running", "I stopped watching F1": a liked thing or
+    a habit that ended; "stopped learning French" ends the goal to learn it."""
+    v, c = _dated(m["v"], c)
+    if not v or v[:1].isupper() or len(v.split()) > 5 or _JOB_WORDS.match(v):
+        return []
+    if v.split()[0] in ("it", "that", "this", "their", "the"):
+        return []  # "I stopped it", "gave up their seat": no habit of the person's
+    when, day = past_date(c)
+    if learning := re.match(r"(?:learning|studying|training for|saving for) (.+)$", v):
+        aim = f"{_GOAL_VERB[v.split()[0]]} {learning[1]}"
+        content = f"{c.who} stopped {v}{when}"
+        item = c.item("goal", content, ["goals"], goal=aim, target_date=None, status="abandoned")
+        return [{**item, "ended": True, "valid_from": day}]
+    if diet := re.match(r"being (vegan|vegetarian|pescatarian|keto)$", v):
+        return _diet_end(c, diet[1])
+    content = f"{c.who} gave up {v}{when}"
+    item = c.item(
+        "preference", content, ["preferences"], topic=v, sentiment="likes", value=_thing(v)
+    )
+    return [{**item, "ended": True, "valid_from": day}]
+
+
+_GOAL_VERB = {"learning": "learn", "studying": "study", "training": "train", "saving": "save"}
+
+
+def _thing(v: str) -> str:
+    """ "watching F1" → "F1", "playing tennis" → "tennis": the liked thing, not the doing."""
+    words = v.split()
+    if len(words) > 1 and words[0].endswith("ing") and words[0] not in ("running", "swimming"):
+        return " ".join(words[1:])
+    return v
+
+
+def graduated(m: M, c: Ctx) -> list[Item]:
+    school = _head(opt(m, "school")) or "*"
+    if school != "*" and not school[:1].isupper():
+        return []
+    shown = f" from {school}" if school != "*" else ""
+    return _identity_end(c, "school", school, f"{c.who} graduated{shown}", "education")
+
+
+def done_with_school(m: M, c: Ctx) -> list[Item]:
+    school = _head(m["school"])
+    if not school[:1].isupper():
+        return []
+    return _identity_end(c, "school", school, f"{c.who} finished at {school}", "education")
+
+
+# --- home --------------------------------------------------------------------------
+
+
+def moved_away(m: M, c: Ctx) -> list[Item]:
+    old, c = _dated(m["old"], c)
+    if not old[:1].isupper():
+        return []
+    return _identity_end(c, "location", old, f"{c.who} moved away from {old}", "location")
+
+
+# --- people and pets ---------------------------------------------------------------
+
+
+def _partner(m: M) -> tuple[str, str] | None:
+    """(person, relation) named by a break-up; "*" for a person the relation names."""
+    name, rel = opt(m, "name") or opt(m, "name2"), (opt(m, "rel") or "").lower()
+    if name and name.split()[0].lower() in NOT_NAMES:
+        return None
+    relation = RELATIONS.get(rel, rel) if rel else "partner"
+    return (name or "*", relation)
+
+
+def broke_up(m: M, c: Ctx) -> list[Item]:
+    c = _date_after(m, c)
+    found = _partner(m)
+    if found is None:
+        return []
+    person, relation = found
+    when, day = past_date(c)
+    verb = "divorced" if "divorc" in m[0].lower() else "broke up with"
+    shown = person if person != "*" else f"their {relation}"
+    content = f"{c.who} {verb} {shown}{when}"
+    item = c.item("relationship", content, ["family", "people"], person=person, relation=relation)
+    return [{**item, "ended": True, "valid_from": day}]
+
+
+def not_with(m: M, c: Ctx) -> list[Item]:
+    """ "I'm not with Carmen anymore" (reached only negated and with an ending cue)."""
+    return broke_up(m, c)
+
+
+def pet_gone(m: M, c: Ctx) -> list[Item]:
+    """ "Rex passed away", "our dog died", "we had to rehome Pistachio"."""
+    c = _date_after(m, c)
+    name, kind = opt(m, "name") or opt(m, "name2"), (opt(m, "kind") or "").lower()
+    if name and name.split()[0].lower() in NOT_NAMES | {"he", "she", "it", "they"}:
+        return []
+    value = name or kind
+    if not value:
+        return []
+    when, day = past_date(c)
+    verb = (opt(m, "verb") or "died").lower()
+    shown = name or f"their {kind}"
+    content = {
+        "rehome": f"{c.who} rehomed {shown}",
+        "gave away": f"{c.who} gave away {shown}",
+    }.get(verb, f"{shown[:1].upper()}{shown[1:]}, {c.poss} pet, {_PAST.get(verb, verb)}")
+    item = c.item("fact", f"{content}{when}", ["pets"], attribute="pet", value=value)
+    return [{**item, "ended": True, "valid_from": day}]
+
+
+_PAST = {"passed away": "passed away", "passed": "passed away", "ran away": "ran away"}
+
+
+def no_pets(m: M, c: Ctx) -> list[Item]:
+    """ "I don't have any pets anymore", "we don't have the goldfish anymore"."""
+    kind = re.sub(r"s$", "", m["kind"].lower())
+    value = "*" if kind in ("pet", "animal") or m["det"].lower() == "any" else kind
+    shown = "any pets" if value == "*" else f"{article_of(m['det'])}{kind}"
+    item = c.item("fact", f"{c.who} no longer has {shown}", ["pets"], attribute="pet", value=value)
+    return [{**item, "ended": True}]
+
+
+def article_of(det: str) -> str:
+    det = det.lower()
+    return "" if det in ("any",) else "the " if det in ("the", "our", "my") else f"{det} "
+
+
+def promoted(m: M, c: Ctx) -> list[Item]:
+    """ "I got promoted to team lead": the new title replaces the old one in its slot."""
+    job = re.sub(r"^(?:a|an|the)\s+", "", _head(m["job"]), flags=re.I)
+    if not job or len(job.split()) > 5:
+        return []
+    when, day = past_date(c)
+    content = f"{c.who} was promoted to {job}{when}"
+    return c.identity("occupation", job, content, "work", valid_from=day)
+
+
+def back_into(m: M, c: Ctx) -> list[Item]:
+    items = life.likes(m, c, "likes", verb="is back into")
+    return items
+
+
+# --- diet --------------------------------------------------------------------------
+
+
+def _diet_end(c: Ctx, diet: str) -> list[Item]:
+    item = c.item(
+        "fact", f"{c.who} is no longer {diet}", ["food", "diet"], attribute="diet", value=diet
+    )
+    return [{**item, "ended": True}]
+
+
+def eats_again(m: M, c: Ctx) -> list[Item]:
+    """ "I've started eating chicken again": whatever the meat-free diet was, it ended."""
+    food = m["food"].lower()
+    item = c.item(
+        "fact", f"{c.who} eats {food} again", ["food", "diet"], attribute="diet", value="*"
+    )
+    return [{**item, "ended": True}]
+
+
+# --- "used to", "no longer", "not ... anymore" -----------------------------------------
+
+
+def no_longer(items: list[Item], c: Ctx, clause: str, *, used_to: bool = False) -> list[Item]:
+    """Facts a rule built from the positive form of an ended clause ("I live in Berlin" for
+    "I don't live in Berlin anymore"), marked ended, their content saying so."""
+    rest = re.sub(r"^(?:i|we) ", "", clause, flags=re.I)
+    first, _, tail = rest.partition(" ")
+    if used_to:
+        said = f"{c.who} used to {third(rest)}"
+    elif first.lower() in ("am", "are"):
+        said = f"{c.who} is no longer {third(tail)}"
+    else:
+        verb = {"have": "has", "do": "does", "go": "goes"}.get(first.lower())
+        verb = verb or (first + ("es" if first.endswith(("sh", "ch", "s")) else "s"))
+        said = f"{c.who} no longer {verb} {third(tail)}".rstrip()
+    return [_ended(item, " ".join(said.split()).rstrip(" .") + ".") for item in items]
+
+
+# The positive clause an ended one states the end of ("I no longer work at X" → "I work at
+# X"); applied only when the clause is negated with an ending cue, or says "used to".
+UNSAID = [
+    re.compile(p, re.I)
+    for p in (
+        r"^(?P<s>i|we) (?:do not|did not|no longer|do no longer) (?P<rest>.+)$",
+        r"^(?P<s>i|we) (?P<be>am|are) (?:not|no longer) (?P<rest>.+)$",
+        r"^(?P<s>i|we) used to (?P<rest>.+)$",
+    )
+]
+
+
+def _r(build: Builder, pattern: str) -> Rule:
+    return Rule(re.compile(pattern, re.I), build, False)
+
+
+_WE = r"^(?:i|we) (?:have |had )?"
+_BREAK = (
+    r"(?:broke up|split up|split|separated|are separating|are splitting up|got divorced"
+    r"|are getting divorced|are divorcing|divorced|are divorced|called it quits|ended things)"
+)
+_PARTNER_REF = rf"(?:(?:my |our )(?P<rel>{REL})(?: (?P<name>{NAME}))?|(?P<name2>{NAME}))"
+
+# Clause rules: the first that builds anything wins, before the ordinary rules.
+ENDINGS: tuple[Rule, ...] = (
+    _r(
+        left_job,
+        _WE + r"(?P<verb>quit|left|resigned from|walked out of|stopped working (?:at|for)"
+        r"|handed in (?:my|our) notice at|lost (?:my|our) job at|(?:got|was|were) (?:laid off"
+        r"|fired|let go|made redundant) (?:from|by|at)) (?P<org>.+)$",
+    ),
+    _r(left_job, _WE + r"(?P<verb>quit|left|lost) (?:my|our) (?:job|position)(?P<org>)$"),
+    _r(
+        graduated,
+        _WE + r"(?:graduated|finished (?:my )?(?:degree|studies|master'?s|phd|bachelor'?s))"
+        r"(?: (?:from|at) (?P<school>.+))?$",
+    ),
+    _r(done_with_school, r"^(?:i am |we are )?(?:finally )?done with (?P<school>.+)$"),
+    _r(
+        moved_away,
+        _WE + r"(?:moved|relocated) (?:away )?(?:from|out of) (?P<old>.+?)(?: (?:back )?to .+)?$",
+    ),
+    _r(broke_up, rf"{_WE}{_BREAK} (?:with|from) {_PARTNER_REF}"),
+    _r(
+        broke_up,
+        rf"{_WE}(?:divorced|left|dumped) (?:my |our )(?P<rel>{REL})(?: (?P<name>{NAME}))?",
+    ),
+    _r(broke_up, rf"^(?:we (?:have )?)(?P<verb>{_BREAK})$"),
+    _r(
+        pet_gone,
+        rf"^(?:(?P<name>{NAME})|(?:my|our) (?P<kind>{_PET_KINDS})(?: (?P<name2>{NAME}))?)"
+        r" (?:has |had |just )?(?P<verb>passed away|passed|died|ran away|was put down"
+        r"|was put to sleep)\b",
+    ),
+    _r(
+        pet_gone,
+        rf"{_WE}(?:had to |have to )?(?P<verb>rehome|gave away|give away) "
+        rf"(?:(?P<name>{NAME})|(?:my|our|the) (?P<kind>{_PET_KINDS}))\b",
+    ),
+    _r(
+        quit_habit,
+        _WE + r"(?:quit|gave up|given up|stopped|stopped doing|lost interest in|got bored of"
+        r"|am done with|am over) (?P<v>[a-z].+)$",
+    ),
+    _r(
+        eats_again,
+        r"^i (?:have )?(?:started|am starting|began|have begun) eating (?P<food>meat|chicken|"
+        r"fish|beef|pork|dairy|eggs|seafood)\b",
+    ),
+    _r(promoted, r"^i (?:got|was|have been|am being) promoted to (?P<job>.+)$"),
+    # "I'm back into F1" says again what "I stopped watching F1" ended
+    _r(back_into, r"^i am back (?:into|to) (?P<v>.+)$"),
+    # a new job said with its start: "I'm starting at SAP next month as a product manager"
+    _r(
+        profile.job_trusted,
+        r"^i (?P<joined>am starting|start|will start|took a job|accepted a job|accepted an offer"
+        r"|am joining|will be joining) (?:at|with|from)?\s*(?P<org>(?-i:[A-Z]).+?)"
+        r"(?: as (?P<job>.+))?$",
+    ),
+)
+
+# Reached only when the clause is negated with an ending cue ("not ... anymore").
+NEGATED_ENDINGS: tuple[Rule, ...] = (
+    _r(not_with, rf"^i am (?:not|no longer) (?:with|seeing|dating|together with) {_PARTNER_REF}"),
+    _r(
+        no_pets,
+        rf"^(?:i|we) (?:do not|no longer) have (?P<det>any|a|an|the|our|my) "
+        rf"(?P<kind>{_PET_KINDS})$",
+    ),
+)
+
+# Sentence-level: "Tom and I broke up" would lose its subject to the clause splitter.
+ENDING_MENTIONS: tuple[Rule, ...] = (
+    _r(
+        broke_up,
+        rf"(?:^|,\s*)(?:(?:my |our )(?P<rel>{REL})(?:,? (?P<name>{NAME}))?|(?P<name2>{NAME}))"
+        r" and I"
+        rf"(?: have| are| just)* (?P<verb>{_BREAK})\b",
+    ),
+)
+
+
+def settle(items: list[Item]) -> list[Item]:
+    """One message's endings without repeats: "I'm not with Carmen anymore, we split up"
+    ends Carmen once, not Carmen and then "their partner" again."""
+    named = any(
+        i.get("ended") and i["type"] == "relationship" and i.get("person") != "*" for i in items
+    )
+    out: list[Item] = []
+    for item in items:
+        if named and item.get("ended") and item.get("person") == "*":
+            continue
+        if (
+            item.get("ended")
+            and item.get("attribute") == "relationship_status"
+            and any(o.get("attribute") == "relationship_status" and o.get("ended") for o in out)
+        ):
+            continue
+        out.append(item)
+    return out
