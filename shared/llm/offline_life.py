@@ -20,6 +20,7 @@ from shared.llm.offline_lexicon import (
     when_suffix,
     words,
 )
+from shared.llm.offline_pets import pets_in
 from shared.llm.offline_profile import M, opt
 
 # --- health, diet, possessions ------------------------------------------------------
@@ -61,17 +62,23 @@ _CHILDREN = words("kid kids child children son sons daughter daughters baby twin
 
 def have(m: M, c: Ctx) -> list[Item]:
     verb = m["verb"].lower()
-    v = clean(m["v"])
+    # the pets first, each its own fact; what is left ("two kids and") may be had too
+    pets, rest = pets_in(clean(m["v"]), verb, c)
+    v = (
+        clean(re.sub(r"^(?:\W|and\b|or\b)+|(?:\W|\band|\bor)+$", "", rest))
+        if pets
+        else clean(m["v"])
+    )
     # the thing had, before its names or details: "two cats, Mochi and Bean" → "two cats"
     head_part = re.split(r",|\s+(?:named|called|who|that|which|with|from|in|at|of)\b", v)[0]
     head = head_part.split()[-1].lower() if head_part else ""
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
     if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):
-        return []
+        return pets
     when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"
     content = f"{c.who} {_HAVE_VERBS[verb]} {v}{when}"
-    return [c.item("fact", content, [tag], value=v, valid_from=day)]
+    return [c.item("fact", content, [tag], value=v, valid_from=day), *pets]
 
 
 def drive(m: M, c: Ctx) -> list[Item]:

@@ -6,8 +6,9 @@ import re
 
 from shared.llm import offline_events as events
 from shared.llm import offline_life as life
+from shared.llm import offline_pets as pets
 from shared.llm import offline_profile as profile
-from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, PETS, REL, REL_MOD, Builder, Rule
+from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, REL, REL_MOD, Builder, Rule
 
 
 def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
@@ -188,8 +189,9 @@ RULES: tuple[Rule, ...] = (
     # possessions and pastimes
     _r(
         life.have,
-        r"^i (?P<verb>have|have got|own|got|bought|adopted) ",
-        r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin) .+)$",
+        _WE,
+        r"(?P<verb>have|have got|own|got|bought|adopted) ",
+        r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin|another) .+)$",
     ),
     _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
     _r(life.play, r"^i play (?P<v>.+)$"),
@@ -225,5 +227,9 @@ RULES: tuple[Rule, ...] = (
 MENTIONS: tuple[Rule, ...] = (
     _r(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
     _r(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
-    _r(profile.pet, rf"\bmy (?P<pet>{PETS}),? (?:named |called )?(?P<name>{NAME})"),
+    _r(
+        pets.named_pet,
+        rf"\b(?:my|our) (?:(?-i:[a-z]+) )?(?P<kind>{pets.PET_KIND})",
+        rf"(?:,? |,? named |,? called | is named | is called |'s name is | is )(?P<name>{NAME})",
+    ),
 )

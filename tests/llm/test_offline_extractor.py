@@ -77,7 +77,7 @@ POSITIVE = [
     ("I'm a big fan of jazz.", "preference", "jazz", "jazz"),
     ("I don't eat meat.", "preference", "meat", "meat"),
     # fact
-    ("I have a dog named Rex.", "fact", None, "a dog named Rex"),
+    ("I have a dog named Rex.", "fact", "pet", "Rex"),
     ("I own a Tesla.", "fact", None, "a Tesla"),
     ("I'm allergic to peanuts.", "fact", None, "peanuts"),
     ("I've been vegetarian since 2019.", "fact", "diet", "vegetarian"),
@@ -435,7 +435,8 @@ def test_typical_turn_is_fast(extractor: OfflineExtractor) -> None:
          ["Ana loves hiking.", "Ana loves swimming.", "Ana loves cooking."]),
         ("I'm a pharmacist in Leeds.", ["Ana works as a pharmacist in Leeds."]),
         ("I'm a nurse in training.", []),
-        ("I have two cats, Mochi and Bean.", ["Ana has two cats, Mochi and Bean."]),
+        ("I have two cats, Mochi and Bean.",
+         ["Ana has a cat named Mochi.", "Ana has a cat named Bean."]),
         ("I have a question, about my code.", []),
     ],
 )  # fmt: skip
@@ -455,3 +456,27 @@ def test_a_name_the_speaker_already_has_is_no_fact(extractor: OfflineExtractor) 
     assert run(extractor, "My name is Chloe.", speaker="Chloe").facts == []
     (named,) = run(extractor, "My name is Chloe.", speaker="User").facts
     assert named.content == "The user's name is Chloe."
+
+
+# One slotted fact per pet ("pet" is multi-valued: each pet its own slot, ended by name).
+@pytest.mark.parametrize(
+    ("text", "pets"),
+    [
+        ("We have three hamsters, Pip, Squeak and Dot, and a tortoise called Gus.",
+         ["Pip", "Squeak", "Dot", "Gus"]),
+        ("I've got a border collie named Skye.", ["Skye"]),
+        ("We got a kitten on Saturday, she's called Nori.", ["Nori"]),
+        ("Last month I adopted another cat, a tabby named Socks.", ["Socks"]),
+        ("My dog is called Fudge and I work from home.", ["Fudge"]),
+        ("Our parrot Kiwi talks all day.", ["Kiwi"]),
+        ("I have a budgie and a guinea pig.", ["budgie", "guinea pig"]),
+        ("I have two kids and a dog named Bruno.", ["Bruno"]),
+    ],
+)  # fmt: skip
+def test_each_pet_is_its_own_slotted_fact(
+    extractor: OfflineExtractor, text: str, pets: list[str]
+) -> None:
+    facts = [f for f in run(extractor, text).facts if f.type == "fact" and f.attribute == "pet"]
+    assert [f.value for f in facts] == pets
+    assert all(f"/pet:{f.value.lower().replace(' ', '_')}" in (f.slot or "") for f in facts)
+    assert all("pets" in f.tags and f.content.startswith("Ana ") for f in facts)
