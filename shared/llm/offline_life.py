@@ -112,6 +112,31 @@ def favorite(m: M, c: Ctx) -> list[Item]:
     ]
 
 
+def _preference(c: Ctx, content: str, value: str, topic: str, sentiment: str) -> Item:
+    tags = ["preferences", *keyword(value)]
+    return c.item("preference", content, tags, topic=topic, sentiment=sentiment, value=value)
+
+
+def is_my(m: M, c: Ctx) -> list[Item]:
+    """ "Miles Davis is my hero", "Salmon is my favourite", "Chess club is the highlight of
+    my week": what the speaker holds dear, said with the thing first."""
+    v, said = clean(m["v"]), " ".join(m["what"].lower().split()).removeprefix("my ")
+    if points_elsewhere(v) or len(v.split()) > 8 or FIRST_WORDS.search(v):
+        return []
+    poss = c.poss
+    if said.startswith("the highlight"):
+        content, topic = f"{v} is the highlight of {poss} {said.split()[-1]}", snake(v)
+    elif said.endswith(("favorite", "favourite")):
+        content, topic = f"{v} is {poss} favourite", f"favorite_{snake(v)}"
+    else:
+        content, topic = f"{c.poss_start} {said} is {v}", snake(said)
+    return [_preference(c, content, v, topic, "likes")]
+
+
+# A captured value that is a clause of its own, not a thing: "Miles Davis is their hero".
+FIRST_WORDS = re.compile(r"\b(?:is|are|was|were|their|they)\b", re.I)
+
+
 def _third_verb(verb: str) -> str:
     words = verb.lower().split()
     if words[0] in ("am", "are"):
@@ -138,7 +163,12 @@ def _likes(m: M, c: Ctx, sentiment: str) -> list[Item]:
     said = m["v"] + (f" {c.date.raw}" if c.date else "")  # "Paris in summer" is not a date fact
     for item in items_of(clean(said)):
         value = _AGAIN.sub("", item)  # "likes jazz again": the same slot as "likes jazz"
-        if points_elsewhere(value) or len(value.split()) > 10 or _ASIDE.search(value):
+        if (
+            points_elsewhere(value)
+            or len(value.split()) > 10
+            or _ASIDE.search(value)
+            or FIRST_WORDS.search(value)
+        ):
             continue
         out.append(
             c.item(
@@ -200,16 +230,7 @@ def prefer(m: M, c: Ctx) -> list[Item]:
         content = f"{c.who} would rather {v}" + (f" than {other}" if other else "")
     else:
         content = f"{c.who} prefers {v}" + (f" over {other}" if other else "")
-    return [
-        c.item(
-            "preference",
-            content,
-            ["preferences", *keyword(v)],
-            topic=topic,
-            sentiment="prefers",
-            value=v,
-        )
-    ]
+    return [_preference(c, content, v, topic, "prefers")]
 
 
 # --- decisions and goals -----------------------------------------------------------

@@ -43,6 +43,18 @@ def name(m: M, c: Ctx) -> list[Item]:
     return c.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
 
 
+def name_and_age(m: M, c: Ctx) -> list[Item]:
+    """ "I'm Ben, 34": a name in apposition with an age."""
+    named = name(m, c)
+    if not named and c.subject.lower() != m["bare"].lower():
+        return []  # "I'm Sorry, 34" is no introduction
+    years = int(m["age"])
+    if not 1 <= years <= 120:
+        return named
+    content = f"{c.who} is {years} years old"
+    return named + c.identity("age", str(years), content, "identity")
+
+
 def pronouns(m: M, c: Ctx) -> list[Item]:
     v = m["v"].lower()
     return c.identity("pronouns", v, f"{c.who} uses {v} pronouns", "identity")

@@ -167,6 +167,12 @@ RULES: tuple[Rule, ...] = (
         r"(?P<t>[a-z][a-z -]*)$",
     ),
     _r(
+        life.is_my,
+        r"^(?P<v>.+?) (?:is|are) (?P<what>my (?:biggest |greatest |all[- ]time |absolute )?",
+        r"(?:hero|idol|role model|inspiration|favou?rite)|the highlight of my ",
+        r"(?:week|day|month|year))$",
+    ),
+    _r(
         life.prefer,
         r"^i (?:much )?prefer (?P<v>.+?)",
         r"(?: (?P<sep>over|to|rather than|instead of|more than) (?P<o>.+))?$",
@@ -196,6 +202,7 @@ RULES: tuple[Rule, ...] = (
     _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
     _r(life.play, r"^i play (?P<v>.+)$"),
     _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
+    _r(profile.name_and_age, rf"^i am (?P<bare>{NAME}),? (?P<age>\d{{1,3}})$"),
     # events and activities: last, so that every rule above has had its turn
     # ("we" includes the speaker; a sentence may drop its "I": "Lost my job yesterday")
     _r(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),

@@ -480,3 +480,28 @@ def test_each_pet_is_its_own_slotted_fact(
     assert [f.value for f in facts] == pets
     assert all(f"/pet:{f.value.lower().replace(' ', '_')}" in (f.slot or "") for f in facts)
     assert all("pets" in f.tags and f.content.startswith("Ana ") for f in facts)
+
+
+# Every clause counts, and a clause about someone else gives no fact about the speaker.
+@pytest.mark.parametrize(
+    ("text", "contents"),
+    [
+        ("I'm pescatarian and allergic to sesame.",
+         ["Ana is pescatarian.", "Ana is allergic to sesame."]),
+        ("I'm vegan and gluten intolerant.", ["Ana is vegan.", "Ana is gluten intolerant."]),
+        ("I'm Tomás, 52.", ["Ana's name is Tomás.", "Ana is 52 years old."]),
+        ("My cousin left his band and moved to Oslo.", []),
+        ("My aunt retired and lives in Nice now.", []),
+        ("I sold my car and moved to Ghent.", ["Ana sold their car.", "Ana moved to Ghent."]),
+        ("I adore opera, Maria Callas is my idol.",
+         ["Ana adores opera.", "Ana's idol is Maria Callas."]),
+        ("I've got my books and my garden.", []),
+        ("Dark chocolate is my favourite.", ["Dark chocolate is Ana's favourite."]),
+        ("Choir practice is the highlight of my week.",
+         ["Choir practice is the highlight of Ana's week."]),
+    ],
+)  # fmt: skip
+def test_each_clause_has_its_own_subject(
+    extractor: OfflineExtractor, text: str, contents: list[str]
+) -> None:
+    assert sorted(f.content for f in run(extractor, text).facts) == sorted(contents)
