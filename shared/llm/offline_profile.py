@@ -6,6 +6,7 @@ import re
 
 from shared.llm.offline_lexicon import (
     DEMONYMS,
+    JOB_SUFFIXES,
     JOBS,
     LANGUAGES,
     NOT_NAMES,
@@ -139,32 +140,60 @@ def hometown(m: M, c: Ctx) -> list[Item]:
 _STATUS_JOBS = ("retired", "unemployed", "self-employed", "between jobs")
 
 
+_DURATION = re.compile(
+    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a few|several|"
+    r"many|most|the (?:last|past))\b.*\b(?:years?|months?|weeks?|days?|decades?|life|while|ages)\b",
+    re.I,
+)
+_ORG_IN = re.compile(r"(.+?) in ((?-i:[A-Z])[^,]*)$", re.I)
+
+
 def _employer(text: str | None) -> str | None:
     org = clean(text, cut=True)
     if org.lower() in ("myself", "themselves"):
         return "self-employed"
     if not org or len(org.split()) > 6 or org.split()[0].lower() in ("home", "night", "it"):
         return None
-    return titled(org)
+    return org if _unnamed(org) else titled(org)
+
+
+def _unnamed(org: str) -> bool:
+    """ "a children's hospital", "the local school": a kind of workplace, not its name."""
+    said = org.split()
+    return said[0].lower() in ("a", "an") or (
+        said[0].lower() == "the" and len(said) > 1 and said[1][:1].islower()
+    )
+
+
+def _is_job(job: str) -> bool:
+    head = job.split()[-1].lower() if job.split() else ""
+    return head in JOBS or head.endswith(JOB_SUFFIXES)
 
 
 def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
     job = re.sub(r"^(?:a|an)\s+", "", clean(opt(m, "job")), flags=re.I)
-    if job and not trusted and job.split()[-1].lower() not in JOBS:
+    if job and not trusted and not _is_job(job):
         return []  # "I'm a big fan of jazz" is not a job
-    org = _employer(opt(m, "org"))
+    said_org, said_where = opt(m, "org"), opt(m, "workplace")
+    if said_org and _DURATION.match(said_org):
+        said_org = None  # "a cardiologist for ten years": how long, not for whom
+    if said_org and not said_where and (split := _ORG_IN.match(said_org)):
+        said_org, said_where = split[1], split[2]  # "at a warehouse in Brno"
+    org = _employer(said_org)
     joined = opt(m, "joined")
     if len(job.split()) > 5 or (joined and not (org and org[0].isupper())):
         return []  # "I joined a gym": only a named organisation is an employer
-    said_where = opt(m, "workplace")
     where = place(said_where) if said_where and said_where[:1].isupper() else None
     if said_where and not where:
         return []  # "I'm a nurse in training" names no place
     when, day = past_date(c, since=not joined)
+    shifts = f" {clean(opt(m, 'shifts'))}" if opt(m, "shifts") else ""
+    at = f" in {where}" if where else ""  # where they work: not where they live
     out = []
     if job:
         verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
-        at = f" in {where}" if where else ""  # where they work: not where they live
+        if org and _unnamed(org):  # "a nurse at a children's hospital": one fact says it
+            at, org = f" at {org}{at}", None
         out += c.identity("occupation", job, f"{c.who} {verb} {job}{at}", "work", valid_from=day)
     if org and job.lower() == "student":
         out += c.identity("school", org, f"{c.who} studies at {org}", "education")
@@ -172,9 +201,13 @@ def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
         out += c.identity("employer", org, f"{c.who} is self-employed", "work")
     elif org:
         if joined:
-            content = f"{c.who} joined {org}{when}"
+            content = f"{c.who} joined {org}{at}{when}"
         else:
-            content = f"{c.who} has worked at {org}{when}" if when else f"{c.who} works at {org}"
+            content = (
+                f"{c.who} has worked{shifts} at {org}{at}{when}"
+                if when
+                else f"{c.who} works{shifts} at {org}{at}"
+            )
         out += c.identity("employer", org, content, "work", valid_from=day)
     return out
 
@@ -187,6 +220,23 @@ def job_trusted(m: M, c: Ctx) -> list[Item]:
 def job_checked(m: M, c: Ctx) -> list[Item]:
     """For "I'm a X": a job only when X ends in a known job noun."""
     return _work(m, c, trusted=False)
+
+
+_NOT_TAUGHT = words("my their them him her you it this that how what people someone kids")
+
+
+def teach(m: M, c: Ctx) -> list[Item]:
+    """ "I teach maths at a secondary school", "I teach at a primary school in Hull"."""
+    subject = clean(opt(m, "subject"))
+    where = clean(opt(m, "org"))
+    said = subject.lower().split()
+    if (said and (said[0] in _NOT_TAUGHT or len(said) > 3)) or (not said and not where):
+        return []
+    job = f"{subject} teacher" if subject else "teacher"
+    at = f" {m['prep'].lower()} {where}" if where else ""
+    return c.identity(
+        "occupation", job, f"{c.who} teaches{f' {subject}' if subject else ''}{at}", "work"
+    )
 
 
 def industry(m: M, c: Ctx) -> list[Item]:

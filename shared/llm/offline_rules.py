@@ -19,6 +19,10 @@ def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
 _MOD = f"(?P<mod>{REL_MOD})"
 _WE = r"^(?:i|we) "
 _JOB_VERB = r"(?:work|am working|have been working|have worked|am employed)"
+_SHIFTS = (
+    r"(?: (?P<shifts>(?:night |day |early |late )?shifts|nights|weekends|part[- ]time|full[- ]time"
+    r"|evenings|long hours))?"
+)
 _ORG_AS = r" (?P<org>.+?)(?: as (?P<job>.+))?$"
 
 # Clause rules: tried in order on one clause; the first that builds anything wins. Order
@@ -90,16 +94,22 @@ RULES: tuple[Rule, ...] = (
     _r(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
     _r(
         profile.job_checked,
-        r"^i am (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
-        r"(?: in (?P<workplace>.+))?$",
+        r"^i (?:am|have been) (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
+        r"(?: in (?P<workplace>[^,]+))?",
+        r"(?:,? (?:mostly|mainly|largely|usually|primarily|still|and still) .*)?$",
     ),
-    _r(profile.job_trusted, rf"^i {_JOB_VERB} (?:at|for|by)", _ORG_AS),
+    _r(profile.job_trusted, rf"^i {_JOB_VERB}{_SHIFTS} (?:at|for|by)", _ORG_AS),
     _r(
         profile.job_trusted,
         r"^i (?P<joined>joined|started working at|started working for|started at",
         r"|started a new job at|got a job at|got hired at|got hired by|was hired by|was hired at",
         r"|landed a job at)",
         _ORG_AS,
+    ),
+    _r(
+        profile.teach,
+        r"^i (?:teach|have taught|have been teaching)(?: (?P<subject>(?!at\b|in\b)[a-z][\w -]*?))?",
+        r"(?: (?P<prep>at|in) (?P<org>(?:a|an|the) .+|(?-i:[A-Z]).+))?$",
     ),
     _r(profile.industry, r"^i work in (?P<v>[a-z][\w &-]+)$"),
     _r(profile.remote, r"^i work (?:from home|remotely|remote)$"),

@@ -505,3 +505,31 @@ def test_each_clause_has_its_own_subject(
     extractor: OfflineExtractor, text: str, contents: list[str]
 ) -> None:
     assert sorted(f.content for f in run(extractor, text).facts) == sorted(contents)
+
+
+# Work with its workplace: a kind of place ("a bakery") stays in the job fact, a named one
+# is the employer, and the city goes with both.
+@pytest.mark.parametrize(
+    ("text", "contents"),
+    [
+        ("I'm a radiographer at a clinic in Graz.",
+         ["Ana works as a radiographer at a clinic in Graz."]),
+        ("I'm a data engineer at Zalando in Berlin.",
+         ["Ana works as a data engineer in Berlin.", "Ana works at Zalando in Berlin."]),
+        ("I work weekends at a garden centre in Kent.",
+         ["Ana works weekends at a garden centre in Kent."]),
+        ("I'm a florist in Utrecht.", ["Ana works as a florist in Utrecht."]),
+        ("I've been a dermatologist for six years, still enjoy it.",
+         ["Ana works as a dermatologist."]),
+        ("I'm a freelance translator, mostly legal texts.",
+         ["Ana works as a freelance translator."]),
+        ("I teach chemistry at a sixth form college.",
+         ["Ana teaches chemistry at a sixth form college."]),
+        ("I teach my son to ride a bike.", []),
+        ("I'm an optimist.", []),
+    ],
+)  # fmt: skip
+def test_work_keeps_its_workplace(
+    extractor: OfflineExtractor, text: str, contents: list[str]
+) -> None:
+    assert sorted(f.content for f in run(extractor, text).facts) == sorted(contents)
