@@ -139,6 +139,7 @@ RELATIONS = _aliases(
     "stepmother stepfather ex ex-wife ex-husband landlord mother-in-law father-in-law"
 )
 REL = "(?:" + "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True)) + r")\b"
+PLURAL_REL = r"(?:brothers|sisters|sons|daughters|kids|children|parents|cousins|friends)\b"
 REL_MOD = r"(?:(?:older|younger|little|big|twin|best|new|old|dear|late) )?"
 # Names must be capitalised even though the patterns ignore case: "my friend Sam", not
 # "my friend said".

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from shared.llm.offline_lexicon import (
     DEMONYMS,
@@ -124,7 +125,18 @@ def location(m: M, c: Ctx) -> list[Item]:
     else:
         when, day = past_date(c, since=True)
         content = f"{c.who} has lived in {where}{when}" if when else f"{c.who} lives in {where}"
+    if company := clean(opt(m, "with")):  # "lives with me in Dubai", "live with my girlfriend"
+        content += f" with {company}"
     return c.identity("location", where, content, "location", "home", valid_from=day)
+
+
+def present_place(m: M, c: Ctx) -> list[Item]:
+    """ "I'm in Melbourne now", "Lyon is home now": where the speaker lives, said loosely, so
+    not when a date or a purpose makes it a stay ("I'm in Rome this week", "for work")."""
+    stay = re.search(r"\b(?:for|on|with|until|till|visiting)\b|\d", m["v"], re.I)
+    if c.date is not None or stay:  # "Year 10" is no place either
+        return []
+    return location(m, replace(c, confidence=min(c.confidence, 0.7)))
 
 
 def hometown(m: M, c: Ctx) -> list[Item]:
@@ -282,16 +294,45 @@ _FAMILY = words(
 )
 
 
+_PLURAL_REL = {"children": "child", "kids": "child", "parents": "parent"}
+_SINGULAR_VERB = {"are": "is", "have": "has", "were": "was", "do": "does"}
+
+
+def _one_said(rest: str) -> str:
+    """What is said of several ("both live in Karachi"), said of one ("lives in Karachi")."""
+    verb, _, tail = re.sub(r"^(?:both|all|each) ", "", rest).partition(" ")
+    if not (verb := _SINGULAR_VERB.get(verb.lower(), verb)).endswith("s"):
+        verb = f"{verb[:-1]}ies" if re.search(r"[^aeiou]y$", verb) else f"{verb}s"
+    return f"{verb} {tail}".strip()
+
+
+def relations(m: M, c: Ctx) -> list[Item]:
+    """ "my brothers, Imran and Bilal, both live in Karachi": one relationship per name."""
+    said = m["rel"].lower()
+    rel = _PLURAL_REL.get(said) or said.removesuffix("s")
+    rest = clean(opt(m, "rest"))
+    out = []
+    for person in re.split(r",\s*(?:and\s+)?|\s+and\s+", m["names"]):
+        if person:
+            out += _relation(c, rel, person, "", _one_said(rest) if rest else "")
+    return out
+
+
 def relation(m: M, c: Ctx) -> list[Item]:
-    person = re.sub(r"'s$", "", m["name"])  # "my friend Sam's dog"
+    # what is said of them ("is a nurse in Hamburg") goes with the relationship
+    return _relation(c, m["rel"], m["name"], opt(m, "mod") or "", clean(opt(m, "rest")))
+
+
+def _relation(c: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]:
+    person = re.sub(r"'s$", "", name)  # "my friend Sam's dog"
     if person.split()[0].lower() in NOT_NAMES | DEMONYMS | LANGUAGES:
         return []  # "my wife is Italian"
-    said = m["rel"].lower()
+    said = said.lower()
     kind, status = _PARTNER.get(said, (RELATIONS.get(said, said), None))
-    mod = (opt(m, "mod") or "").lower()  # "older sister" is said; "sister" is the relation
+    mod = mod.lower()  # "older sister" is said; "sister" is the relation
     shown = kind if kind in ("spouse", "partner") else f"{mod}{kind}"
     area = "work" if kind in _WORK_RELATIONS else "family" if kind in _FAMILY else "friends"
-    content = f"{c.poss_start} {shown} is {person}"
+    content = f"{c.poss_start} {shown} " + (f"{person} {rest}" if rest else f"is {person}")
     out = [c.item("relationship", content, [area, "people"], person=person, relation=kind)]
     if status:
         out += c.identity("relationship_status", status, f"{c.who} is {status}", "family")

@@ -8,7 +8,16 @@ from shared.llm import offline_events as events
 from shared.llm import offline_life as life
 from shared.llm import offline_pets as pets
 from shared.llm import offline_profile as profile
-from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, REL, REL_MOD, Builder, Rule
+from shared.llm.offline_lexicon import (
+    CONDITIONS,
+    DIET,
+    NAME,
+    PLURAL_REL,
+    REL,
+    REL_MOD,
+    Builder,
+    Rule,
+)
 
 
 def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
@@ -17,6 +26,12 @@ def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
 
 
 _MOD = f"(?P<mod>{REL_MOD})"
+_NAMES = rf"{NAME}(?:(?:,\s*|,?\s+and\s+){NAME})+"
+# What a clause says of someone: a present state, not a story ("is a nurse in Hamburg").
+_SAID_OF = (
+    r"(?P<rest>(?:both |all )?(?:is|are|works?|lives?|runs?|teach(?:es)?|stud(?:ies|y)|owns?"
+    r"|has|have|plays?) [^,]+(?:, (?:he|she|they) \w+s? [^,]+)?)$"
+)
 _WE = r"^(?:i|we) "
 _JOB_VERB = r"(?:work|am working|have been working|have worked|am employed)"
 _SHIFTS = (
@@ -37,6 +52,9 @@ RULES: tuple[Rule, ...] = (
         rf"(?:'s name is| is called| is named| goes by| is) (?P<name>{NAME})$",
     ),
     _r(profile.relation, rf"^(?P<name>{NAME}) is my {_MOD}(?P<rel>{REL})$"),
+    # what is said of a named relation goes with it: "my sister Maria is a nurse in Hamburg"
+    _r(profile.relation, rf"^my {_MOD}(?P<rel>{REL}),? (?P<name>{NAME}),? {_SAID_OF}"),
+    _r(profile.relations, rf"^my (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES}),? {_SAID_OF}"),
     _r(
         profile.relation,
         rf"^i have (?:a|an|one) {_MOD}(?P<rel>{REL})",
@@ -74,13 +92,21 @@ RULES: tuple[Rule, ...] = (
         profile.location,
         _WE,
         r"(?:live|am living|are living|have been living|have lived|reside|am residing",
-        r"|am based|are based|am located|am settled) (?:in|out of) (?P<v>.+)$",
+        r"|am based|are based|am located|am settled)(?: with (?P<with>(?:my|our) [^,]+?))?",
+        r" (?:in|out of) (?P<v>.+)$",
+    ),
+    _r(
+        profile.location,
+        rf"^(?P<with>my {_MOD}{REL})(?:, [^,]+,)? (?:lives|has been living|is living) with ",
+        r"(?:me|us) in (?P<v>.+)$",
     ),
     _r(
         profile.location,
         _WE,
         r"(?P<moved>moved|relocated|have moved|have relocated) (?:back )?(?:to|in) (?P<v>.+)$",
     ),
+    _r(profile.present_place, r"^(?:i am|we are) (?:now )?in (?P<v>(?-i:[A-Z])[^,]*)$"),
+    _r(profile.present_place, r"^(?P<v>(?-i:[A-Z])[\w -]*?) is (?:my |our )?home(?: now)?$"),
     _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
     _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
     _r(profile.hometown, r"^i (?P<grew>grew up|was raised|was brought up) in (?P<v>.+)$"),
@@ -244,6 +270,7 @@ RULES: tuple[Rule, ...] = (
 MENTIONS: tuple[Rule, ...] = (
     _r(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
     _r(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
+    _r(profile.relations, rf"\bmy (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES})"),
     _r(
         pets.named_pet,
         rf"\b(?:my|our) (?:(?-i:[a-z]+) )?(?P<kind>{pets.PET_KIND})",
