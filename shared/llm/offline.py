@@ -107,12 +107,18 @@ _BARE_VERB = (
     r"(?:live|work|love|like|enjoy|hate|prefer|have|own|speak|want|plan|hope|moved|"
     r"grew|decided|chose|am|play|drive|study|turned|joined|started)\b"
 )
+# What may follow "I'm vegetarian and ...": another thing the speaker is.
+_STATE = (
+    r"(?:also |severely |very )?(?:allergic|lactose|gluten|vegetarian|vegan|pescatarian|married|"
+    r"single|divorced|engaged|retired|a|an|from|originally|based|fluent)\b"
+)
 _CLAUSES = re.compile(
     rf"\s*;\s*|,?\s+(?:and|but|so|plus|while|although|though|whereas)\s+"
     rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?={_FIRST_PERSON})"
+    rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) my\b)"  # "I love jazz, Miles Davis is my hero"
     # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
     # "I used to work at Yandex, now I'm at JetBrains"
-    r"|,\s+(?=(?:now|it|he|she|they|that|this|so|not)\b)",
+    r"|,\s+(?=(?:now|it|that|this|so|not)\b)",
     re.I,
 )
 # Reported speech about the speaker: "the allergist says I'm not allergic to cats anymore".
@@ -121,6 +127,9 @@ _REPORTED = re.compile(
     re.I,
 )
 _BARE_VERB_START = re.compile(rf"^{_BARE_VERB}", re.I)
+_AM_AND = re.compile(rf"(?<=^I am )(.+?),?\s+and\s+(?={_STATE})", re.I)
+# A clause whose subject is the speaker: "I", "we", "my wife and I", "last year I".
+_SPEAKER_SUBJECT = re.compile(r"\b(?:I|we)\b", re.I)
 
 
 class OfflineExtractor:
@@ -197,12 +206,18 @@ def _sentences(text: str) -> Iterator[str]:
 def _clauses(sentence: str) -> Iterator[str]:
     for pattern, repl in _CONTRACTIONS:
         sentence = pattern.sub(repl, sentence)
-    for i, clause in enumerate(_CLAUSES.split(sentence)):
-        clause = clause.strip(" \t,.!;:\"'()")
+    speaker = True  # whether the clause before had the speaker as its subject
+    for i, part in enumerate(_CLAUSES.split(sentence)):
+        clause = part.strip(" \t,.!;:\"'()")
         if i and _BARE_VERB_START.match(clause):
+            if not speaker:
+                continue  # "My brother quit and moved to Cork": the brother moved
             clause = f"I {clause}"
-        if clause:
-            yield clause
+        speaker = bool(_SPEAKER_SUBJECT.search(clause))
+        # "I'm vegetarian and allergic to peanuts": two things the speaker is
+        for j, state in enumerate(_AM_AND.sub(r"\1\n", clause).split("\n")):
+            if state := state.strip(" ,"):
+                yield f"I am {state}" if j else state
 
 
 def _clause_items(clause: str, base: Ctx) -> list[Item]:

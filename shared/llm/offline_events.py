@@ -127,6 +127,8 @@ def has_done(m: M, c: Ctx) -> list[Item]:
     obj, c = _object(m["v"], c)
     if not _verb_ok(verb, IRREGULAR_PARTICIPLES) or obj is None:
         return []
+    if verb == "got" and obj.lower().startswith(("their ", "them")):
+        return []  # "I've got my friends" is having, not doing
     if verb == "been" and obj.split()[0].lower() not in ("to", "on", "at"):
         return []
     return _event(c, f"has {verb}", obj, conf=0.8)

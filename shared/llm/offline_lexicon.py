@@ -120,8 +120,16 @@ JOBS = words(
     "baker butcher tailor hairdresser stylist realtor banker broker trader dev sre "
     "administrator sysadmin pm illustrator animator producer director "
     "salesman saleswoman salesperson rep specialist caregiver midwife paralegal judge "
-    "soldier sailor policeman policewoman detective pastor priest rabbi imam postdoc"
+    "soldier sailor policeman policewoman detective pastor priest rabbi imam postdoc "
+    "sommelier bartender hygienist surveyor welder roofer courier janitor cleaner nanny doula "
+    "curator archivist auditor actuary underwriter dispatcher receptionist optometrist "
+    "radiographer sonographer anaesthetist anesthetist orthodontist podiatrist chiropractor "
+    "osteopath carer warden ranger lifeguard instructor brewer winemaker florist gardener "
+    "landscaper tester coder lab-tech physio vet-tech sous-chef bricklayer plasterer glazier "
+    "decorator painter firefighter ambassador diplomat politician councillor mayor"
 )
+# Job nouns by their ending: "cardiologist", "physiotherapist", "statistician".
+JOB_SUFFIXES = ("ologist", "therapist", "ician", "grapher", "iatrist", "ographer")
 RELATIONS = _aliases(
     "mother mom=mother mum=mother father dad=father sister brother son daughter wife husband "
     "partner spouse girlfriend boyfriend fiance fiancee=fiance fiancé=fiance fiancée=fiance "
@@ -131,6 +139,7 @@ RELATIONS = _aliases(
     "stepmother stepfather ex ex-wife ex-husband landlord mother-in-law father-in-law"
 )
 REL = "(?:" + "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True)) + r")\b"
+PLURAL_REL = r"(?:brothers|sisters|sons|daughters|kids|children|parents|cousins|friends)\b"
 REL_MOD = r"(?:(?:older|younger|little|big|twin|best|new|old|dear|late) )?"
 # Names must be capitalised even though the patterns ignore case: "my friend Sam", not
 # "my friend said".

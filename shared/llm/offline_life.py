@@ -20,6 +20,7 @@ from shared.llm.offline_lexicon import (
     when_suffix,
     words,
 )
+from shared.llm.offline_pets import pets_in
 from shared.llm.offline_profile import M, opt
 
 # --- health, diet, possessions ------------------------------------------------------
@@ -63,17 +64,23 @@ _CHILDREN = words("kid kids child children son sons daughter daughters baby twin
 
 def have(m: M, c: Ctx) -> list[Item]:
     verb = m["verb"].lower()
-    v = clean(m["v"])
+    # the pets first, each its own fact; what is left ("two kids and") may be had too
+    pets, rest = pets_in(clean(m["v"]), verb, c)
+    v = (
+        clean(re.sub(r"^(?:\W|and\b|or\b)+|(?:\W|\band|\bor)+$", "", rest))
+        if pets
+        else clean(m["v"])
+    )
     # the thing had, before its names or details: "two cats, Mochi and Bean" → "two cats"
     head_part = re.split(r",|\s+(?:named|called|who|that|which|with|from|in|at|of)\b", v)[0]
     head = head_part.split()[-1].lower() if head_part else ""
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
     if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):
-        return []
+        return pets
     when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"
     content = f"{c.who} {_HAVE_VERBS[verb]} {v}{when}"
-    return [c.item("fact", content, [tag], value=v, valid_from=day)]
+    return [c.item("fact", content, [tag], value=v, valid_from=day), *pets]
 
 
 def drive(m: M, c: Ctx) -> list[Item]:
@@ -107,6 +114,31 @@ def favorite(m: M, c: Ctx) -> list[Item]:
     ]
 
 
+def _preference(c: Ctx, content: str, value: str, topic: str, sentiment: str) -> Item:
+    tags = ["preferences", *keyword(value)]
+    return c.item("preference", content, tags, topic=topic, sentiment=sentiment, value=value)
+
+
+def is_my(m: M, c: Ctx) -> list[Item]:
+    """ "Miles Davis is my hero", "Salmon is my favourite", "Chess club is the highlight of
+    my week": what the speaker holds dear, said with the thing first."""
+    v, said = clean(m["v"]), " ".join(m["what"].lower().split()).removeprefix("my ")
+    if points_elsewhere(v) or len(v.split()) > 8 or FIRST_WORDS.search(v):
+        return []
+    poss = c.poss
+    if said.startswith("the highlight"):
+        content, topic = f"{v} is the highlight of {poss} {said.split()[-1]}", snake(v)
+    elif said.endswith(("favorite", "favourite")):
+        content, topic = f"{v} is {poss} favourite", f"favorite_{snake(v)}"
+    else:
+        content, topic = f"{c.poss_start} {said} is {v}", snake(said)
+    return [_preference(c, content, v, topic, "likes")]
+
+
+# A captured value that is a clause of its own, not a thing: "Miles Davis is their hero".
+FIRST_WORDS = re.compile(r"\b(?:is|are|was|were|their|they)\b", re.I)
+
+
 def _third_verb(verb: str) -> str:
     words = verb.lower().split()
     if words[0] in ("am", "are"):
@@ -135,7 +167,12 @@ def likes(m: M, c: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item
     said = m["v"] + (f" {c.date.raw}" if c.date else "")  # "Paris in summer" is not a date fact
     for item in items_of(clean(said)):
         value = _AGAIN.sub("", item)  # "likes jazz again": the same slot as "likes jazz"
-        if points_elsewhere(value) or len(value.split()) > 10 or _ASIDE.search(value):
+        if (
+            points_elsewhere(value)
+            or len(value.split()) > 10
+            or _ASIDE.search(value)
+            or FIRST_WORDS.search(value)
+        ):
             continue
         out.append(
             c.item(
@@ -197,16 +234,7 @@ def prefer(m: M, c: Ctx) -> list[Item]:
         content = f"{c.who} would rather {v}" + (f" than {other}" if other else "")
     else:
         content = f"{c.who} prefers {v}" + (f" over {other}" if other else "")
-    return [
-        c.item(
-            "preference",
-            content,
-            ["preferences", *keyword(v)],
-            topic=topic,
-            sentiment="prefers",
-            value=v,
-        )
-    ]
+    return [_preference(c, content, v, topic, "prefers")]
 
 
 # --- decisions and goals -----------------------------------------------------------

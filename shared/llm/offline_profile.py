@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from shared.llm.offline_lexicon import (
     DEMONYMS,
+    JOB_SUFFIXES,
     JOBS,
     LANGUAGES,
     NOT_NAMES,
@@ -41,6 +43,18 @@ def name(m: M, c: Ctx) -> list[Item]:
         return []  # "Chloe's name is Chloe." says nothing the speaker's name did not
     content = f"{c.poss_start} name is {said}"
     return c.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
+
+
+def name_and_age(m: M, c: Ctx) -> list[Item]:
+    """ "I'm Ben, 34": a name in apposition with an age."""
+    named = name(m, c)
+    if not named and c.subject.lower() != m["bare"].lower():
+        return []  # "I'm Sorry, 34" is no introduction
+    years = int(m["age"])
+    if not 1 <= years <= 120:
+        return named
+    content = f"{c.who} is {years} years old"
+    return named + c.identity("age", str(years), content, "identity")
 
 
 def pronouns(m: M, c: Ctx) -> list[Item]:
@@ -111,7 +125,18 @@ def location(m: M, c: Ctx) -> list[Item]:
     else:
         when, day = past_date(c, since=True)
         content = f"{c.who} has lived in {where}{when}" if when else f"{c.who} lives in {where}"
+    if company := clean(opt(m, "with")):  # "lives with me in Dubai", "live with my girlfriend"
+        content += f" with {company}"
     return c.identity("location", where, content, "location", "home", valid_from=day)
+
+
+def present_place(m: M, c: Ctx) -> list[Item]:
+    """ "I'm in Melbourne now", "Lyon is home now": where the speaker lives, said loosely, so
+    not when a date or a purpose makes it a stay ("I'm in Rome this week", "for work")."""
+    stay = re.search(r"\b(?:for|on|with|until|till|visiting)\b|\d", m["v"], re.I)
+    if c.date is not None or stay:  # "Year 10" is no place either
+        return []
+    return location(m, replace(c, confidence=min(c.confidence, 0.7)))
 
 
 def hometown(m: M, c: Ctx) -> list[Item]:
@@ -127,43 +152,73 @@ def hometown(m: M, c: Ctx) -> list[Item]:
 _STATUS_JOBS = ("retired", "unemployed", "self-employed", "between jobs")
 
 
+_DURATION = re.compile(
+    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a few|several|"
+    r"many|most|the (?:last|past))\b.*\b(?:years?|months?|weeks?|days?|decades?|life|while|ages)\b",
+    re.I,
+)
+_ORG_IN = re.compile(r"(.+?) in ((?-i:[A-Z])[^,]*)$", re.I)
+
+
 def _employer(text: str | None) -> str | None:
     org = clean(re.split(r"\s+(?:studying|doing|working on)\b", text or "")[0], cut=True)
     if org.lower() in ("myself", "themselves"):
         return "self-employed"
     if not org or len(org.split()) > 6 or org.split()[0].lower() in ("home", "night", "it"):
         return None
-    return titled(org)
+    return org if _unnamed(org) else titled(org)
 
 
-# "-ist", "-ician" nouns are jobs (hygienist, cardiologist, electrician) but for these.
+def _unnamed(org: str) -> bool:
+    """ "a children's hospital", "the local school": a kind of workplace, not its name."""
+    said = org.split()
+    return said[0].lower() in ("a", "an") or (
+        said[0].lower() == "the" and len(said) > 1 and said[1][:1].islower()
+    )
+
+
+def _is_job(job: str) -> bool:
+    head = job.split()[-1].lower() if job.split() else ""
+    return (
+        head in JOBS
+        or head.endswith(JOB_SUFFIXES)
+        or (
+            head.endswith("ist") and head not in _NOT_JOBS  # hygienist, florist
+        )
+    )
+
+
+# "-ist" nouns that name no job.
 _NOT_JOBS = words(
     "optimist pessimist perfectionist realist idealist minimalist purist loyalist "
     "tourist nationalist racist sexist extremist activist"
 )
 
 
-def _is_job(noun: str) -> bool:
-    return noun in JOBS or (noun.endswith(("ist", "ician")) and noun not in _NOT_JOBS)
-
-
 def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
     job = re.sub(r"^(?:a|an)\s+", "", clean(opt(m, "job")), flags=re.I)
-    if job and not trusted and not _is_job(job.split()[-1].lower()):
+    if job and not trusted and not _is_job(job):
         return []  # "I'm a big fan of jazz" is not a job
-    org = _employer(opt(m, "org"))
+    said_org, said_where = opt(m, "org"), opt(m, "workplace")
+    if said_org and _DURATION.match(said_org):
+        said_org = None  # "a cardiologist for ten years": how long, not for whom
+    if said_org and not said_where and (split := _ORG_IN.match(said_org)):
+        said_org, said_where = split[1], split[2]  # "at a warehouse in Brno"
+    org = _employer(said_org)
     joined = opt(m, "joined")
     if len(job.split()) > 5 or (joined and not (org and org[0].isupper())):
         return []  # "I joined a gym": only a named organisation is an employer
-    said_where = opt(m, "workplace")
     where = place(said_where) if said_where and said_where[:1].isupper() else None
     if said_where and not where:
         return []  # "I'm a nurse in training" names no place
     when, day = past_date(c, since=not joined)
+    shifts = f" {clean(opt(m, 'shifts'))}" if opt(m, "shifts") else ""
+    at = f" in {where}" if where else ""  # where they work: not where they live
     out = []
     if job:
         verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
-        at = f" in {where}" if where else ""  # where they work: not where they live
+        if org and _unnamed(org):  # "a nurse at a children's hospital": one fact says it
+            at, org = f" at {org}{at}", None
         out += c.identity("occupation", job, f"{c.who} {verb} {job}{at}", "work", valid_from=day)
     if org and job.lower().endswith("student"):  # "a master's student at TU Delft"
         out += c.identity("school", org, f"{c.who} studies at {org}", "education")
@@ -171,9 +226,13 @@ def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
         out += c.identity("employer", org, f"{c.who} is self-employed", "work")
     elif org:
         if joined:
-            content = f"{c.who} joined {org}{when}"
+            content = f"{c.who} joined {org}{at}{when}"
         else:
-            content = f"{c.who} has worked at {org}{when}" if when else f"{c.who} works at {org}"
+            content = (
+                f"{c.who} has worked{shifts} at {org}{at}{when}"
+                if when
+                else f"{c.who} works{shifts} at {org}{at}"
+            )
         out += c.identity("employer", org, content, "work", valid_from=day)
     return out
 
@@ -186,6 +245,23 @@ def job_trusted(m: M, c: Ctx) -> list[Item]:
 def job_checked(m: M, c: Ctx) -> list[Item]:
     """For "I'm a X": a job only when X ends in a known job noun."""
     return _work(m, c, trusted=False)
+
+
+_NOT_TAUGHT = words("my their them him her you it this that how what people someone kids")
+
+
+def teach(m: M, c: Ctx) -> list[Item]:
+    """ "I teach maths at a secondary school", "I teach at a primary school in Hull"."""
+    subject = clean(opt(m, "subject"))
+    where = clean(opt(m, "org"))
+    said = subject.lower().split()
+    if (said and (said[0] in _NOT_TAUGHT or len(said) > 3)) or (not said and not where):
+        return []
+    job = f"{subject} teacher" if subject else "teacher"
+    at = f" {m['prep'].lower()} {where}" if where else ""
+    return c.identity(
+        "occupation", job, f"{c.who} teaches{f' {subject}' if subject else ''}{at}", "work"
+    )
 
 
 def industry(m: M, c: Ctx) -> list[Item]:
@@ -231,16 +307,45 @@ _FAMILY = words(
 )
 
 
+_PLURAL_REL = {"children": "child", "kids": "child", "parents": "parent"}
+_SINGULAR_VERB = {"are": "is", "have": "has", "were": "was", "do": "does"}
+
+
+def _one_said(rest: str) -> str:
+    """What is said of several ("both live in Karachi"), said of one ("lives in Karachi")."""
+    verb, _, tail = re.sub(r"^(?:both|all|each) ", "", rest).partition(" ")
+    if not (verb := _SINGULAR_VERB.get(verb.lower(), verb)).endswith("s"):
+        verb = f"{verb[:-1]}ies" if re.search(r"[^aeiou]y$", verb) else f"{verb}s"
+    return f"{verb} {tail}".strip()
+
+
+def relations(m: M, c: Ctx) -> list[Item]:
+    """ "my brothers, Imran and Bilal, both live in Karachi": one relationship per name."""
+    said = m["rel"].lower()
+    rel = _PLURAL_REL.get(said) or said.removesuffix("s")
+    rest = clean(opt(m, "rest"))
+    out = []
+    for person in re.split(r",\s*(?:and\s+)?|\s+and\s+", m["names"]):
+        if person:
+            out += _relation(c, rel, person, "", _one_said(rest) if rest else "")
+    return out
+
+
 def relation(m: M, c: Ctx) -> list[Item]:
-    person = re.sub(r"'s$", "", m["name"])  # "my friend Sam's dog"
+    # what is said of them ("is a nurse in Hamburg") goes with the relationship
+    return _relation(c, m["rel"], m["name"], opt(m, "mod") or "", clean(opt(m, "rest")))
+
+
+def _relation(c: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]:
+    person = re.sub(r"'s$", "", name)  # "my friend Sam's dog"
     if person.split()[0].lower() in NOT_NAMES | DEMONYMS | LANGUAGES:
         return []  # "my wife is Italian"
-    said = m["rel"].lower()
+    said = said.lower()
     kind, status = _PARTNER.get(said, (RELATIONS.get(said, said), None))
-    mod = (opt(m, "mod") or "").lower()  # "older sister" is said; "sister" is the relation
+    mod = mod.lower()  # "older sister" is said; "sister" is the relation
     shown = kind if kind in ("spouse", "partner") else f"{mod}{kind}"
     area = "work" if kind in _WORK_RELATIONS else "family" if kind in _FAMILY else "friends"
-    content = f"{c.poss_start} {shown} is {person}"
+    content = f"{c.poss_start} {shown} " + (f"{person} {rest}" if rest else f"is {person}")
     out = [c.item("relationship", content, [area, "people"], person=person, relation=kind)]
     if status:
         out += c.identity("relationship_status", status, f"{c.who} is {status}", "family")

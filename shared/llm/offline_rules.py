@@ -6,8 +6,18 @@ import re
 
 from shared.llm import offline_events as events
 from shared.llm import offline_life as life
+from shared.llm import offline_pets as pets
 from shared.llm import offline_profile as profile
-from shared.llm.offline_lexicon import CONDITIONS, DIET, NAME, PETS, REL, REL_MOD, Builder, Rule
+from shared.llm.offline_lexicon import (
+    CONDITIONS,
+    DIET,
+    NAME,
+    PLURAL_REL,
+    REL,
+    REL_MOD,
+    Builder,
+    Rule,
+)
 
 
 def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
@@ -16,8 +26,18 @@ def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
 
 
 _MOD = f"(?P<mod>{REL_MOD})"
+_NAMES = rf"{NAME}(?:(?:,\s*|,?\s+and\s+){NAME})+"
+# What a clause says of someone: a present state, not a story ("is a nurse in Hamburg").
+_SAID_OF = (
+    r"(?P<rest>(?:both |all )?(?:is|are|works?|lives?|runs?|teach(?:es)?|stud(?:ies|y)|owns?"
+    r"|has|have|plays?) [^,]+(?:, (?:he|she|they) \w+s? [^,]+)?)$"
+)
 _WE = r"^(?:i|we) "
 _JOB_VERB = r"(?:work|am working|have been working|have worked|am employed)"
+_SHIFTS = (
+    r"(?: (?P<shifts>(?:night |day |early |late )?shifts|nights|weekends|part[- ]time|full[- ]time"
+    r"|evenings|long hours))?"
+)
 _ORG_AS = r" (?P<org>.+?)(?: as (?P<job>.+))?$"
 
 # Clause rules: tried in order on one clause; the first that builds anything wins. Order
@@ -32,6 +52,9 @@ RULES: tuple[Rule, ...] = (
         rf"(?:'s name is| is called| is named| goes by| is) (?P<name>{NAME})$",
     ),
     _r(profile.relation, rf"^(?P<name>{NAME}) is my {_MOD}(?P<rel>{REL})$"),
+    # what is said of a named relation goes with it: "my sister Maria is a nurse in Hamburg"
+    _r(profile.relation, rf"^my {_MOD}(?P<rel>{REL}),? (?P<name>{NAME}),? {_SAID_OF}"),
+    _r(profile.relations, rf"^my (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES}),? {_SAID_OF}"),
     _r(
         profile.relation,
         rf"^i have (?:a|an|one) {_MOD}(?P<rel>{REL})",
@@ -69,13 +92,21 @@ RULES: tuple[Rule, ...] = (
         profile.location,
         _WE,
         r"(?:live|am living|are living|have been living|have lived|reside|am residing",
-        r"|am based|are based|am located|am settled) (?:in|out of) (?P<v>.+)$",
+        r"|am based|are based|am located|am settled)(?: with (?P<with>(?:my|our) [^,]+?))?",
+        r" (?:in|out of) (?P<v>.+)$",
+    ),
+    _r(
+        profile.location,
+        rf"^(?P<with>my {_MOD}{REL})(?:, [^,]+,)? (?:lives|has been living|is living) with ",
+        r"(?:me|us) in (?P<v>.+)$",
     ),
     _r(
         profile.location,
         _WE,
         r"(?P<moved>moved|relocated|have moved|have relocated) (?:back )?(?:to|in) (?P<v>.+)$",
     ),
+    _r(profile.present_place, r"^(?:i am|we are) (?:now )?in (?P<v>(?-i:[A-Z])[^,]*)$"),
+    _r(profile.present_place, r"^(?P<v>(?-i:[A-Z])[\w -]*?) is (?:my |our )?home(?: now)?$"),
     _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
     _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
     _r(profile.hometown, r"^i (?P<grew>grew up|was raised|was brought up) in (?P<v>.+)$"),
@@ -89,16 +120,22 @@ RULES: tuple[Rule, ...] = (
     _r(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
     _r(
         profile.job_checked,
-        r"^i am (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
-        r"(?: in (?P<workplace>.+))?$",
+        r"^i (?:am|have been) (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
+        r"(?: in (?P<workplace>[^,]+))?",
+        r"(?:,? (?:mostly|mainly|largely|usually|primarily|still|and still) .*)?$",
     ),
-    _r(profile.job_trusted, rf"^i {_JOB_VERB} (?:at|for|by)", _ORG_AS),
+    _r(profile.job_trusted, rf"^i {_JOB_VERB}{_SHIFTS} (?:at|for|by)", _ORG_AS),
     _r(
         profile.job_trusted,
         r"^i (?P<joined>joined|started working at|started working for|started at",
         r"|started a new job at|got a job at|got hired at|got hired by|was hired by|was hired at",
         r"|landed a job at)",
         _ORG_AS,
+    ),
+    _r(
+        profile.teach,
+        r"^i (?:teach|have taught|have been teaching)(?: (?P<subject>(?!at\b|in\b)[a-z][\w -]*?))?",
+        r"(?: (?P<prep>at|in) (?P<org>(?:a|an|the) .+|(?-i:[A-Z]).+))?$",
     ),
     _r(profile.industry, r"^i work in (?P<v>[a-z][\w &-]+)$"),
     _r(profile.remote, r"^i work (?:from home|remotely|remote)$"),
@@ -166,6 +203,12 @@ RULES: tuple[Rule, ...] = (
         r"(?P<t>[a-z][a-z -]*)$",
     ),
     _r(
+        life.is_my,
+        r"^(?P<v>.+?) (?:is|are) (?P<what>my (?:biggest |greatest |all[- ]time |absolute )?",
+        r"(?:hero|idol|role model|inspiration|favou?rite)|the highlight of my ",
+        r"(?:week|day|month|year))$",
+    ),
+    _r(
         life.prefer,
         r"^i (?:much )?prefer (?P<v>.+?)",
         r"(?: (?P<sep>over|to|rather than|instead of|more than) (?P<o>.+))?$",
@@ -188,12 +231,14 @@ RULES: tuple[Rule, ...] = (
     # possessions and pastimes
     _r(
         life.have,
-        r"^i (?P<verb>have|have got|own|got|bought|adopted) ",
-        r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin) .+)$",
+        _WE,
+        r"(?P<verb>have|have got|own|got|bought|adopted) ",
+        r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin|another) .+)$",
     ),
     _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
     _r(life.play, r"^i play (?P<v>.+)$"),
     _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
+    _r(profile.name_and_age, rf"^i am (?P<bare>{NAME}),? (?P<age>\d{{1,3}})$"),
     # events and activities: last, so that every rule above has had its turn
     # ("we" includes the speaker; a sentence may drop its "I": "Lost my job yesterday")
     _r(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),
@@ -225,5 +270,10 @@ RULES: tuple[Rule, ...] = (
 MENTIONS: tuple[Rule, ...] = (
     _r(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
     _r(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
-    _r(profile.pet, rf"\bmy (?P<pet>{PETS}),? (?:named |called )?(?P<name>{NAME})"),
+    _r(profile.relations, rf"\bmy (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES})"),
+    _r(
+        pets.named_pet,
+        rf"\b(?:my|our) (?:(?-i:[a-z]+) )?(?P<kind>{pets.PET_KIND})",
+        rf"(?:,? |,? named |,? called | is named | is called |'s name is | is )(?P<name>{NAME})",
+    ),
 )
