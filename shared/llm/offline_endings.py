@@ -209,6 +209,19 @@ def pet_gone(m: M, c: Ctx) -> list[Item]:
     return [{**item, "ended": True, "valid_from": day}]
 
 
+def renamed_pet(m: M, c: Ctx) -> list[Item]:
+    """ "her name is Lumi, not Luna": a correction of a pet's name (the writer ends Luna only
+    where a pet of that name is held)."""
+    new, old = m["new"], m["old"]
+    if {new.split()[0].lower(), old.split()[0].lower()} & NOT_NAMES:
+        return []
+    gone = c.item("fact", f"{c.poss_start} pet is not called {old}", ["pets"],
+                  attribute="pet", value=old)  # fmt: skip
+    kept = c.item("fact", f"{c.poss_start} pet is called {new}", ["pets"],
+                  attribute="pet", value=new)  # fmt: skip
+    return [{**gone, "ended": True}, kept]
+
+
 _PAST = {"passed away": "passed away", "passed": "passed away", "ran away": "ran away"}
 
 
@@ -224,6 +237,15 @@ def no_pets(m: M, c: Ctx) -> list[Item]:
 def article_of(det: str) -> str:
     det = det.lower()
     return "" if det in ("any",) else "the " if det in ("the", "our", "my") else f"{det} "
+
+
+def retired(m: M, c: Ctx) -> list[Item]:
+    """ "I retired last Friday": the occupation is "retired" now (it replaces the old one)."""
+    when, day = past_date(c)
+    org = _org(opt(m, "org"))
+    shown = f" from {org}" if org and org != "*" else ""
+    content = f"{c.who} retired{shown}{when}"
+    return c.identity("occupation", "retired", content, "work", valid_from=day)
 
 
 def promoted(m: M, c: Ctx) -> list[Item]:
@@ -348,6 +370,7 @@ ENDINGS: tuple[Rule, ...] = (
         r"^i (?:have )?(?:started|am starting|began|have begun) eating (?P<food>meat|chicken|"
         r"fish|beef|pork|dairy|eggs|seafood)\b",
     ),
+    _r(retired, r"^i (?:have )?retired(?: from (?P<org>[^,]+?))?(?= after| at| in| on|,|$)"),
     _r(promoted, r"^i (?:got|was|have been|am being) promoted to (?P<job>.+)$"),
     # "I'm back into F1" says again what "I stopped watching F1" ended
     _r(back_into, r"^i am back (?:into|to) (?P<v>.+)$"),
@@ -372,6 +395,7 @@ NEGATED_ENDINGS: tuple[Rule, ...] = (
 
 # Sentence-level: "Tom and I broke up" would lose its subject to the clause splitter.
 ENDING_MENTIONS: tuple[Rule, ...] = (
+    _r(renamed_pet, rf"\b(?:her|his|its) name is (?P<new>{NAME}),? not (?P<old>{NAME})\b"),
     _r(
         broke_up,
         rf"(?:^|,\s*)(?:(?:my |our )(?P<rel>{REL})(?:,? (?P<name>{NAME}))?|(?P<name2>{NAME}))"

@@ -80,6 +80,12 @@ def have(m: M, c: Ctx) -> list[Item]:
     when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"
     content = f"{c.who} {_HAVE_VERBS[verb]} {v}{when}"
+    count = re.match(r"(\d+|one|two|three|four|five|six|seven|eight) (?:kids|children|sons|"
+                     r"daughters|kid|child|son|daughter)$", v, re.I)  # fmt: skip
+    if count and verb in ("have", "have got"):
+        # how many: one value, so "two kids, not three" replaces "three kids"
+        number = count[1].lower()
+        return [c.item("fact", content, [tag], attribute="number_of_children", value=number), *pets]
     return [c.item("fact", content, [tag], value=v, valid_from=day), *pets]
 
 
