@@ -11,6 +11,7 @@ colon (`identity/ana/language:french`, `relationship/ana/sister:maria`,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -100,12 +101,17 @@ def reopens(fact: FactLike, ended: FactLike) -> bool:
 def contradicts(a: FactLike, b: FactLike) -> bool:
     """Two active facts that cannot both be true now: one slot with two values, an ending
     beside the value it ended, or one liked thing with two sentiments."""
-    if a.slot and a.slot == b.slot:
-        return normalize(a.slot_value or "") != normalize(b.slot_value or "")
-    if is_ending(a) != is_ending(b):
+    # Endings first: an ending shares its slot with the value it ended, and with any other
+    # value of a single-valued slot ("quit Siemens" beside "works at SAP"), which it does
+    # not contradict; two endings say only that things stopped, which all can have.
+    if is_ending(a) or is_ending(b):
+        if is_ending(a) == is_ending(b):
+            return False
         ending, other = (a, b) if is_ending(a) else (b, a)
         return ends(ending, other)
-    if a.type == b.type == "preference" and not is_ending(a) and not is_ending(b):
+    if a.slot and a.slot == b.slot:
+        return normalize(a.slot_value or "") != normalize(b.slot_value or "")
+    if a.type == b.type == "preference" and _same_subject(a, b):
         sentiments = {a.details.get("sentiment"), b.details.get("sentiment")}
         liked = {"likes", "prefers"}
         return (
@@ -117,10 +123,18 @@ def contradicts(a: FactLike, b: FactLike) -> bool:
     return False
 
 
+def _same_subject(a: FactLike, b: FactLike) -> bool:
+    """Whether two facts are about one person ("Ana likes jazz" and "Tom dislikes jazz"
+    are both true); a fact without a slot does not say, so it may be."""
+    return not a.slot or not b.slot or subject_prefix(a.slot) == subject_prefix(b.slot)
+
+
 _COUNTS = re.compile(r"^(?:two|three|four|five|\d+)\s+")
 
 
+@functools.lru_cache(maxsize=4096)
 def _core(value: str) -> str:
+    # cached: the context builder compares every pair of its candidate preferences
     return _COUNTS.sub("", core_words(value))
 
 
