@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
+from prometheus_client import Counter
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
@@ -27,13 +29,25 @@ from shared.context.models import (
 )
 from shared.db.models import ChatSession, Fact, Message, User, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.extraction.schemas import FACT_TYPES
+from shared.memory.beliefs import contradicts
 from shared.memory.guard import screen
 from shared.memory.history import search_history
 from shared.memory.reader import in_third_person
+from shared.ops import metrics
 from shared.runtime import Runtime
 from shared.tokens import joined_tokens, line_tokens
 
 HISTORY_SCAN_LIMIT = 500  # newest messages considered for the verbatim tier
+
+CONTRADICTIONS_DROPPED = Counter(
+    "tiermem_context_contradictions_dropped",
+    "memories kept out of a context because a newer memory contradicts them",
+    ["type"],
+    registry=metrics.REGISTRY,
+)
+for _type in FACT_TYPES:  # every series from the start: a rate over a missing series is empty
+    CONTRADICTIONS_DROPPED.labels(type=_type)
 
 
 def build_context(
@@ -58,10 +72,10 @@ def build_context(
     name = display_name(session, chat.id) if chat is not None else (user_external_id or "the user")
     memories: list[tuple[FactView, float]] = []
     hits: list[MessageHit] = []
-    quarantined = 0
+    quarantined = contradicted = 0
     if user is not None:
         vector = runtime.embedder.embed([in_third_person(query, name)])[0] if query else None
-        memories, quarantined = _rank_memories(runtime, session, user, vector, cfg)
+        memories, quarantined, contradicted = _rank_memories(runtime, session, user, vector, cfg)
         if query:
             hits, held = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
             quarantined += held
@@ -77,6 +91,7 @@ def build_context(
         history=history,
         cfg=cfg,
         quarantined=quarantined,
+        contradictions_dropped=contradicted,
     )
 
 
@@ -134,6 +149,11 @@ class FactView(NamedTuple):
     last_seen_at: dt.datetime
     mention_count: int
     quarantine_reason: str | None
+    # what shared.memory.beliefs reads to tell two facts that cannot both be true now
+    slot: str | None
+    slot_value: str | None
+    details: dict[str, Any]
+    first_seen_at: dt.datetime
 
 
 _FACT_VIEW = sa_select(
@@ -143,6 +163,10 @@ _FACT_VIEW = sa_select(
     col(Fact.last_seen_at),
     col(Fact.mention_count),
     col(Fact.quarantine_reason),
+    col(Fact.slot),
+    col(Fact.slot_value),
+    col(Fact.details),
+    col(Fact.first_seen_at),
 ).where(col(Fact.valid_to).is_(None))
 _FACTS_BY_ID = _FACT_VIEW.where(col(Fact.id).in_(bindparam("ids", expanding=True)))
 
@@ -153,9 +177,11 @@ def _rank_memories(
     user: User,
     vector: np.ndarray | None,
     cfg: ContextSettings,
-) -> tuple[list[tuple[FactView, float]], int]:
+) -> tuple[list[tuple[FactView, float]], int, int]:
     """Similarity blended with recency and mention count; superseded facts never appear
-    (only active facts are in Qdrant, and rows are re-checked in SQL)."""
+    (only active facts are in Qdrant, and rows are re-checked in SQL), nor does a fact a
+    newer candidate contradicts. Returns the best, the quarantined count and the count of
+    contradicted facts that would have been among the best."""
     now = utcnow()
     if vector is not None:
         facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
@@ -192,7 +218,29 @@ def _rank_memories(
         )
         scored.append((row, round(score, 6)))
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-    return scored[: cfg.max_memories], held
+    stale = _contradicted(row for row, _ in scored)
+    # counted only where it was kept out: a stale fact below the cut was not shown anyway
+    dropped = [row for row, _ in scored[: cfg.max_memories] if row.id in stale]
+    for row in dropped:
+        CONTRADICTIONS_DROPPED.labels(type=row.type).inc()
+    best = [pair for pair in scored if pair[0].id not in stale]
+    return best[: cfg.max_memories], held, len(dropped)
+
+
+def _contradicted(rows: Iterable[FactView]) -> set[str]:
+    """The ids of the facts a newer fact among `rows` contradicts (beliefs.contradicts):
+    newest first, a fact is kept unless it contradicts one kept already. Newer is by
+    first_seen_at, then last_seen_at, then id, so the result is the same on every call."""
+    newest_first = sorted(rows, key=lambda r: (r.first_seen_at, r.last_seen_at, r.id), reverse=True)
+    kept: dict[str, list[FactView]] = {}  # by type: facts of two types never contradict
+    stale: set[str] = set()
+    for row in newest_first:
+        same_type = kept.setdefault(row.type, [])
+        if any(contradicts(row, newer) for newer in same_type):
+            stale.add(row.id)
+        else:
+            same_type.append(row)
+    return stale
 
 
 def _earlier_messages(
@@ -272,6 +320,7 @@ def _assemble(
     history: list[HistoryEntry],
     cfg: ContextSettings,
     quarantined: int,
+    contradictions_dropped: int,
 ) -> ContextPublic:
     packer = _Budget(budget)
     head: list[str] = []
@@ -402,6 +451,7 @@ def _assemble(
         earlier_messages=earlier,
         history=kept_history,
         quarantined=quarantined,
+        contradictions_dropped=contradictions_dropped,
         system_prompt=prompt,
         messages=messages,
     )

@@ -74,6 +74,9 @@ class ContextPublic(BaseModel):
     earlier_messages: list[MessageHit]
     history: list[HistoryEntry]
     quarantined: int = 0  # memories/messages held back by the injection guard
+    # memories left out because a newer memory contradicts them (shared.memory.beliefs):
+    # the same slot with two values, an ending beside what it ended, liked and disliked
+    contradictions_dropped: int = 0
     system_prompt: str  # everything above as one ready system prompt
     # For chat calls: a system message (memories + earlier messages) followed by the
     # session history as role messages; append the new user message.

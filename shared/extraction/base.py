@@ -20,6 +20,11 @@ class TurnInput:
     assistant_speaker: str = "Assistant"
 
 
+def is_generic_speaker(name: str | None) -> bool:
+    """No name to put in a fact: no speaker, or the API's default one."""
+    return not name or name.strip().lower() in ("user", "the user")
+
+
 @dataclass
 class ExtractionResult:
     facts: list[TypedFact]  # valid, at most max_facts, highest confidence first

@@ -16,8 +16,9 @@ from sqlmodel import Session
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import PermanentError, TransientError, Unavailable
-from shared.extraction.base import ExtractionResult, TurnInput
+from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speaker
 from shared.memory.history import index_messages, turn_message_ids
+from shared.memory.reader import introduced_name
 from shared.memory.writer import provenance_for, write_facts
 from shared.runs import record_error
 from shared.runtime import Runtime
@@ -174,12 +175,20 @@ def _claim(
             user_message=message.content,
             assistant_message=reply.content if reply else None,
             session_date=message.created_at,
-            user_speaker=message.speaker or "User",
+            user_speaker=_speaker(session, message),
             assistant_speaker=(reply.speaker if reply and reply.speaker else "Assistant"),
         )
         session.flush()
         session.expunge(run)
         return turn, run
+
+
+def _speaker(session: Session, message: Message) -> str:
+    """Who the turn's facts are about: the message's speaker, or, when it names none, the
+    name the user introduced themself by earlier ("I'm Ben"), or "User"."""
+    if message.speaker and not is_generic_speaker(message.speaker):
+        return message.speaker
+    return introduced_name(session, message.user_id) or message.speaker or "User"
 
 
 def _result_fields(result: ExtractionResult) -> dict[str, object]:

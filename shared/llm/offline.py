@@ -13,7 +13,12 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from shared.config import ExtractionSettings
-from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.base import (
+    ExtractionResult,
+    TurnInput,
+    is_generic_speaker,
+    validate_items,
+)
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.schemas import typed_fact_adapter
 from shared.llm.offline_dates import find_date, warm_up

@@ -4,13 +4,15 @@ The writer's supersede and the context builder's contradiction check read these 
 what is retired on write and what is kept out of a prompt never disagree. Everything here
 is deterministic string work on a fact's type, slot and details: no LLM, no embeddings.
 
-A slot is `type/subject/attribute`; a multi-valued attribute carries its value after a
-colon (`identity/ana/language:french`, `relationship/ana/sister:maria`,
-`preference/ana/about:jazz`): the part before the colon is the slot's *family*.
+A slot is `type/attribute` (every fact of a user is about that user); a multi-valued
+attribute carries its value after a colon (`identity/language:french`,
+`relationship/sister:maria`, `preference/about:jazz`): the part before the colon is the
+slot's *family*.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -48,13 +50,13 @@ def held_value(type_: str, details: Mapping[str, Any]) -> str:
 
 
 def family(slot: str) -> str:
-    """`identity/ana/pet:rex` → `identity/ana/pet`; a single-valued slot is its own family."""
+    """`fact/pet:rex` → `fact/pet`; a single-valued slot is its own family."""
     head, _, attribute = slot.rpartition("/")
     return f"{head}/{attribute.split(':', 1)[0]}"
 
 
-def subject_prefix(slot: str) -> str:
-    """`identity/ana/pet:rex` → `identity/ana/`: every slot of this type and subject."""
+def type_prefix(slot: str) -> str:
+    """`fact/pet:rex` → `fact/`: every slot of this type."""
     return slot.rpartition("/")[0] + "/"
 
 
@@ -72,13 +74,13 @@ def values_match(ended: str, held: str) -> bool:
 def ends(ending: FactLike, held: FactLike) -> bool:
     """True when `ending` (a fact stating a value ended) retires the active fact `held`.
 
-    Same type and subject; a relationship by its person whatever the relation was called
+    Same type; a relationship by its person whatever the relation was called
     ("broke up with Tom" ends "Tom is her boyfriend"); a preference by the thing liked,
     whatever its topic; any other type within the slot's family, by value.
     """
     if not ending.slot or not held.slot or ending.type != held.type or is_ending(held):
         return False
-    if subject_prefix(ending.slot) != subject_prefix(held.slot):
+    if type_prefix(ending.slot) != type_prefix(held.slot):
         return False
     if ending.type == "relationship" and _core(str(ending.details.get("person"))) in WILDCARDS:
         # "my boyfriend and I broke up": the relation names whom
@@ -103,12 +105,17 @@ def reopens(fact: FactLike, ended: FactLike) -> bool:
 def contradicts(a: FactLike, b: FactLike) -> bool:
     """Two active facts that cannot both be true now: one slot with two values, an ending
     beside the value it ended, or one liked thing with two sentiments."""
-    if a.slot and a.slot == b.slot:
-        return normalize(a.slot_value or "") != normalize(b.slot_value or "")
-    if is_ending(a) != is_ending(b):
+    # Endings first: an ending shares its slot with the value it ended, and with any other
+    # value of a single-valued slot ("quit Siemens" beside "works at SAP"), which it does
+    # not contradict; two endings say only that things stopped, which all can have.
+    if is_ending(a) or is_ending(b):
+        if is_ending(a) == is_ending(b):
+            return False
         ending, other = (a, b) if is_ending(a) else (b, a)
         return ends(ending, other)
-    if a.type == b.type == "preference" and not is_ending(a) and not is_ending(b):
+    if a.slot and a.slot == b.slot:
+        return normalize(a.slot_value or "") != normalize(b.slot_value or "")
+    if a.type == b.type == "preference":
         sentiments = {a.details.get("sentiment"), b.details.get("sentiment")}
         liked = {"likes", "prefers"}
         return (
@@ -134,7 +141,9 @@ def _relation_kin(ending: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
 _COUNTS = re.compile(r"^(?:two|three|four|five|\d+)\s+")
 
 
+@functools.lru_cache(maxsize=4096)
 def _core(value: str) -> str:
+    # cached: the context builder compares every pair of its candidate preferences
     return _COUNTS.sub("", core_words(value))
 
 

@@ -14,6 +14,7 @@ from sqlmodel import Session, col, func, select
 from shared.context.models import MessageRef
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.errors import NotFound
+from shared.extraction.base import is_generic_speaker
 from shared.extraction.schemas import FactType
 from shared.runtime import Runtime
 
@@ -166,7 +167,24 @@ _USER_NAME = text(
 
 def user_name(session: Session, user: User) -> str | None:
     name = session.execute(_USER_NAME, {"user_id": user.id}).scalar()
-    return str(name) if name else None
+    if not is_generic_speaker(name):
+        return str(name)
+    return introduced_name(session, user.id)
+
+
+def introduced_name(session: Session, user_id: str) -> str | None:
+    """The name the user gave themself ("I'm Ben", "my name is Chloe"): their active `name`
+    fact, which later facts name them by when their messages carry no speaker."""
+    details = session.exec(
+        select(Fact.details).where(
+            Fact.user_id == user_id,
+            Fact.slot == "identity/name",
+            col(Fact.valid_to).is_(None),
+            col(Fact.quarantine_reason).is_(None),
+        )
+    ).first()
+    value = (details or {}).get("value")
+    return str(value) if value else None
 
 
 def search_memories(

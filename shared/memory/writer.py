@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
-from shared.memory.beliefs import ENDED, ends, is_ending, reopens, subject_prefix
+from shared.memory.beliefs import ENDED, ends, is_ending, reopens, type_prefix
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorHit, VectorPoint, point_id
@@ -337,10 +337,10 @@ def _retire(session: Session, fact: Fact, *, by: Fact, at: dt.datetime) -> None:
 
 
 def _active_with_prefix(session: Session, user_id: str, slot: str | None) -> list[Fact]:
-    """The user's active, unquarantined facts of the slot's type and subject."""
+    """The user's active, unquarantined facts of the slot's type."""
     if not slot:
         return []
-    prefix = subject_prefix(slot)
+    prefix = type_prefix(slot)
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return list(
         session.exec(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
+
 LabelSet = tuple[tuple[str, str], ...]
 
 
@@ -59,3 +61,7 @@ incr = COUNTERS.incr
 value = COUNTERS.value
 total = COUNTERS.total
 snapshot = COUNTERS.snapshot
+
+# The process's prometheus_client metrics: /metrics renders them after what it reads from SQL.
+# Not the library's global registry, so nothing a dependency registers there leaks into it.
+REGISTRY = CollectorRegistry(auto_describe=True)

@@ -3,7 +3,8 @@
 Read at scrape time from SQL, the broker and the worker heartbeats, so one API process
 reports for every worker process and nothing resets when a worker restarts. What SQL
 counts (runs, facts, tokens) is exposed as `_total` counters; they drop only when a user
-is deleted, which rate() treats as a counter reset.
+is deleted, which rate() treats as a counter reset. What leaves no row (guard hits, memories
+the context builder dropped as contradicted) is counted in this process, from its start.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import generate_latest
 from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 
@@ -252,4 +254,5 @@ def render(*, session: Session, settings: Settings, vectors: VectorStats | None 
     _tenants(out, tenants)
     if vectors is not None:
         _vectors(out, vectors)
-    return out.text()
+    # the process's prometheus_client metrics, in the same text format, after the rest
+    return out.text() + generate_latest(metrics.REGISTRY).decode()
