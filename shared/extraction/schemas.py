@@ -63,9 +63,11 @@ class _FactBase(BaseModel):
         attribute = self.slot_attribute()
         if not attribute:
             return None
-        # "pet:rex": the attribute's family before the colon, the value it holds after it
+        # "pet:rex": the attribute's family before the colon, the value it holds after it.
+        # No subject: every fact of a user is about that user (other people are in
+        # relationships), and the name they go by may come or change ("I'm Ben").
         parts = ":".join(slot_part(p) for p in attribute.split(":", 1))
-        return f"{self.type}/{slot_part(self.subject)}/{parts}"  # type: ignore[attr-defined]
+        return f"{self.type}/{parts}"  # type: ignore[attr-defined]
 
     @property
     def details(self) -> dict[str, Any]:

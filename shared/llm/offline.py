@@ -175,9 +175,24 @@ class OfflineExtractor:
 def extract_items(text: str, *, speaker: str, session_date: dt.datetime) -> list[Item]:
     """Raw fact dicts, in message order and without duplicates, not yet validated."""
     name = speaker.strip()
-    generic = not name or name.lower() in ("user", "the user")
-    who, poss = ("the user", "the user's") if generic else (name, f"{name}'s")
-    base = Ctx(who, poss, "User" if generic else name, 0.9, session_date)
+    if is_generic_speaker(name):
+        items = _items(text, _ctx(None, session_date))
+        # "I'm Ben, 34": the rest of the message is about Ben, not "the user"; the name
+        # fact itself keeps saying whose name it is
+        introduced = [i for i in items if i.get("attribute") == "name" and not i.get("ended")]
+        if not introduced:
+            return items
+        named = _items(text, _ctx(str(introduced[0]["value"]), session_date))
+        return _dedup([*introduced[:1], *named])
+    return _items(text, _ctx(name, session_date))
+
+
+def _ctx(name: str | None, session_date: dt.datetime) -> Ctx:
+    who, poss = (name, f"{name}'s") if name else ("the user", "the user's")
+    return Ctx(who, poss, name or "User", 0.9, session_date)
+
+
+def _items(text: str, base: Ctx) -> list[Item]:
     items: list[Item] = []
     for sentence in _sentences(text):
         for rule in (*MENTIONS, *ENDING_MENTIONS):

@@ -110,7 +110,7 @@ def test_happy_path_all_six_types(scripted_llm: ScriptedLLM, extractor: LLMExtra
     by_type = {f.type: f for f in result.facts}
     assert by_type["identity"].valid_from == dt.date(2024, 4, 1)
     assert by_type["preference"].tags == ["food"]
-    assert by_type["identity"].slot == "identity/ana/location"
+    assert by_type["identity"].slot == "identity/location"
     assert result.extractor == "llm"
     assert result.extractor_version == EXTRACTOR_VERSION
     assert result.model == "test-model"  # echoed by the server
@@ -157,7 +157,7 @@ def test_an_ending_comes_through_the_schema_and_the_prompt_asks_for_it(
     )
     scripted_llm.script("Lisbon", {"facts": [quit_]})
     (fact,) = extractor.extract(TURN).facts
-    assert fact.ended and fact.slot == "identity/ana/employer" and fact.slot_state() == "ended"
+    assert fact.ended and fact.slot == "identity/employer" and fact.slot_state() == "ended"
     assert fact.details["ended"] is True  # stored with the row
 
     (request,) = scripted_llm.chat_requests()

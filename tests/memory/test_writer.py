@@ -335,7 +335,7 @@ def test_an_ending_retires_the_value_it_names_and_what_was_said_with_it(
         assert row.valid_to is not None and row.valid_to.replace(tzinfo=dt.UTC) == DAY2
         assert world.points(row.id) == []
     # the slot now holds "ended" until a new value comes, which replaces the ending
-    assert ending.slot == "identity/ana/employer" and ending.slot_value == "ended"
+    assert ending.slot == "identity/employer" and ending.slot_value == "ended"
     world.tell("Started at SAP", f.identity("Ana", "employer", "SAP", "Ana works at SAP."), at=DAY2)
     assert world.fact("Ana quit Siemens.").superseded_by == world.fact("Ana works at SAP.").id
 
