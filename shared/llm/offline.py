@@ -119,11 +119,11 @@ _STATE = (
 )
 _CLAUSES = re.compile(
     rf"\s*;\s*|,?\s+(?:and|but|so|plus|while|although|though|whereas)\s+"
-    rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?={_FIRST_PERSON})"
+    rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))"
     rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) my\b)"  # "I love jazz, Miles Davis is my hero"
     # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
     # "I used to work at Yandex, now I'm at JetBrains"
-    r"|,\s+(?=(?:now|it|that|this|so|not)\b)",
+    r"|,\s+(?=(?:now|it|that|this|so|not|the)\b)",
     re.I,
 )
 # Reported speech about the speaker: "the allergist says I'm not allergic to cats anymore".
@@ -135,6 +135,21 @@ _BARE_VERB_START = re.compile(rf"^{_BARE_VERB}", re.I)
 _AM_AND = re.compile(rf"(?<=^I am )(.+?),?\s+and\s+(?={_STATE})", re.I)
 # A clause whose subject is the speaker: "I", "we", "my wife and I", "last year I".
 _SPEAKER_SUBJECT = re.compile(r"\b(?:I|we)\b", re.I)
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF]+\\s*")
+# "Big change: ...", "Quick update: ...": a heading before what is said.
+_LEAD_IN = re.compile(r"^(?!I\b)[A-Za-z][A-Za-z ]{0,24}:\s+")
+# A clause that starts with one of these verbs has dropped its "I" ("Got promoted today",
+# "had to rehome Bruno", "Left Manchester last month").
+_DROPPED_I = re.compile(
+    r"^(?:got|left|moved|quit|started|joined|finished|graduated|retired|adopted|bought|"
+    r"sold|switched|became|lost|broke up|split up|stopped|gave up|had to|just got|just moved|"
+    r"just started|just quit|just left|finally got|finally moved)\b",
+    re.I,
+)
+# Comma parts after "I am X" that are another thing the speaker is: an age, "a/an ...".
+_APPOSED = re.compile(
+    r",\s+(?=(?:a|an)\s|\d{1,3}\b(?:\s*(?:yrs?|years?|y/?o)\b[\w ]*)?(?:,|$))", re.I
+)
 
 
 class OfflineExtractor:
@@ -204,9 +219,9 @@ def _items(text: str, base: Ctx) -> list[Item]:
 
 
 def _sentences(text: str) -> Iterator[str]:
-    text = text.replace("’", "'").replace("‘", "'")
+    text = _EMOJI.sub(". ", text.replace("’", "'").replace("‘", "'"))  # an emoji ends one
     for raw in _SENTENCES.split(text):
-        sentence = _OPENERS.sub("", raw.strip())
+        sentence = _OPENERS.sub("", _LEAD_IN.sub("", raw.strip()))
         if not sentence or _HYPOTHETICAL_SENTENCE.match(sentence) or _ASKS.match(sentence):
             continue
         if sentence.rstrip(" !.").endswith("?"):
@@ -227,9 +242,11 @@ def _clauses(sentence: str) -> Iterator[str]:
     for pattern, repl in _CONTRACTIONS:
         sentence = pattern.sub(repl, sentence)
     speaker = True  # whether the clause before had the speaker as its subject
-    for i, part in enumerate(_CLAUSES.split(sentence)):
+    for i, part in enumerate(_parts(sentence)):
         clause = part.strip(" \t,.!;:\"'()")
-        if i and _BARE_VERB_START.match(clause):
+        if not i and _DROPPED_I.match(clause):
+            clause = f"I {clause}"  # chat drops the "I": "Got promoted today", "left Tesco"
+        elif i and _BARE_VERB_START.match(clause):
             if not speaker:
                 continue  # "My brother quit and moved to Cork": the brother moved
             clause = f"I {clause}"
@@ -238,6 +255,17 @@ def _clauses(sentence: str) -> Iterator[str]:
         for j, state in enumerate(_AM_AND.sub(r"\1\n", clause).split("\n")):
             if state := state.strip(" ,"):
                 yield f"I am {state}" if j else state
+
+
+def _parts(sentence: str) -> list[str]:
+    """The sentence's clauses; after "I am ...", a comma part that is another thing the
+    speaker is ("I'm Zainab, 29, a civil engineer at Arup", "a pastry chef in Hanoi, 27 yrs
+    old") gets its "I am"."""
+    parts = _CLAUSES.split(sentence)
+    if not parts or not re.match(r"I am\b", parts[0], re.I):
+        return parts
+    first, *rest = _APPOSED.split(parts[0])
+    return [first, *(f"I am {p}" for p in rest), *parts[1:]]
 
 
 def _clause_items(clause: str, base: Ctx) -> list[Item]:

@@ -77,6 +77,8 @@ def have(m: M, c: Ctx) -> list[Item]:
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
     if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):
         return pets
+    if pets and head in ("pet", "pets", "animal", "animals"):
+        return pets  # "3 pets: a husky called Bruno, ...": each pet says it, not the count
     when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"
     content = f"{c.who} {_HAVE_VERBS[verb]} {v}{when}"
@@ -98,7 +100,14 @@ def play(m: M, c: Ctx) -> list[Item]:
     v = clean(m["v"])
     if points_elsewhere(v) or v.split()[0].lower() in ("with", "around") or len(v.split()) > 6:
         return []  # "I play with my kids", "I play around with Rust"
-    return [c.item("fact", f"{c.who} plays {v}", ["hobby"], value=v)]
+    verb = (opt(m, "verb") or "play").lower()
+    if verb != "play" and (len(v.split()) > 3 or v.split()[0].lower() in _NOT_PASTIMES):
+        return []  # "I do the dishes", "I do my best": no pastime
+    shown = {"play": "plays", "do": "does"}.get(verb, "practises")
+    return [c.item("fact", f"{c.who} {shown} {v}", ["hobby"], value=v)]
+
+
+_NOT_PASTIMES = words("the my their a an it that this what some any nothing everything")
 
 
 # --- preferences --------------------------------------------------------------------

@@ -236,7 +236,7 @@ RULES: tuple[Rule, ...] = (
         r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin|another) .+)$",
     ),
     _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
-    _r(life.play, r"^i play (?P<v>.+)$"),
+    _r(life.play, r"^i (?P<verb>play|do|practice|practise) (?P<v>.+)$"),
     _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
     _r(profile.name_and_age, rf"^i am (?P<bare>{NAME}),? (?P<age>\d{{1,3}})$"),
     # events and activities: last, so that every rule above has had its turn
