@@ -89,7 +89,6 @@ POSITIVE = [
     ("I'm Kemal, 41, a pharmacist in Izmir", "identity", "occupation", "pharmacist"),
     ("Quick update: started at Shopify as a designer", "identity", "employer", "Shopify"),
     ("I live in Oslo, work at Equinor as a geologist", "identity", "employer", "Equinor"),
-    ("We're in Lagos now, the traffic is wild", "identity", "location", "Lagos"),
     ("I retired in June after 30 years.", "identity", "occupation", "retired"),
     ("I got promoted to head chef!", "identity", "occupation", "head chef"),
     ("I have diabetes.", "fact", "condition", "diabetes"),
