@@ -104,9 +104,11 @@ _SINGULAR = {
 }
 
 
-def _attribute_slot(attribute: str, value: str) -> str:
+def _attribute_slot(attribute: str, value: str) -> str | None:
     """The slot attribute of an attribute/value fact: a multi-valued attribute keeps one
     slot per value ("pet:rex"), any other one slot whose value a new fact replaces."""
+    if attribute.strip() == "*":
+        return None  # "whatever it was": an ending found by its value (memory.beliefs)
     attribute = _SINGULAR.get(slot_part(attribute), attribute)
     if slot_part(attribute) in MULTI_VALUED_ATTRIBUTES:
         return f"{attribute}:{value}"

@@ -120,7 +120,7 @@ _STATE = (
 _CLAUSES = re.compile(
     rf"\s*;\s*|,?\s+(?:and|but|so|plus|while|although|though|whereas)\s+"
     rf"(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))|,\s+(?=(?:{_FIRST_PERSON}|{_BARE_VERB}))"
-    rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) my\b)"  # "I love jazz, Miles Davis is my hero"
+    rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) (?:my|our|home)\b)"  # "…, Miles Davis is my hero"
     # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
     # "I used to work at Yandex, now I'm at JetBrains"
     r"|,\s+(?=(?:now|it|that|this|so|not|the)\b)",
@@ -135,7 +135,7 @@ _BARE_VERB_START = re.compile(rf"^{_BARE_VERB}", re.I)
 _AM_AND = re.compile(rf"(?<=^I am )(.+?),?\s+and\s+(?={_STATE})", re.I)
 # A clause whose subject is the speaker: "I", "we", "my wife and I", "last year I".
 _SPEAKER_SUBJECT = re.compile(r"\b(?:I|we)\b", re.I)
-_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF]+\\s*")
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf]+\\s*")
 # "Big change: ...", "Quick update: ...": a heading before what is said.
 _LEAD_IN = re.compile(r"^(?!I\b)[A-Za-z][A-Za-z ]{0,24}:\s+")
 # A clause that starts with one of these verbs has dropped its "I" ("Got promoted today",

@@ -94,6 +94,9 @@ def left_job(m: M, c: Ctx) -> list[Item]:
     if org is None:
         return []
     verb = m["verb"].lower()
+    if verb == "left" and org != "*" and not _JOB_WORDS.match(_head(m["org"])):
+        # "I left Manchester", "I left Tesco": a city or an employer, whichever was held
+        return _identity_end(c, "*", org, f"{c.who} left {org}", "life")
     said = {"left": "left", "quit": "quit"}.get(verb, "left")
     shown = "their job" if org == "*" else org if org[:1].isupper() else f"their job at {org}"
     return _identity_end(c, "employer", org, f"{c.who} {said} {shown}", "work")
@@ -393,8 +396,27 @@ NEGATED_ENDINGS: tuple[Rule, ...] = (
     ),
 )
 
+
+def corrected(m: M, c: Ctx) -> list[Item]:
+    """ "Sorry, I meant Hamburg, not Bremen": Bremen, whatever it was said of, is retired by
+    its value; the stateless rules cannot tell what Hamburg replaces, so it is left to
+    the message's other clauses ("I live in Hamburg")."""
+    old, new = _head(m["old"]), _head(m["new"])
+    if not old or not new or len(old.split()) > 3 or old.lower() in NOT_NAMES:
+        return []
+    content = f"{c.who} corrected {old} to {new}"
+    item = c.item("identity", content, ["correction"], attribute="*", value=old)
+    return [{**item, "ended": True}]
+
+
 # Sentence-level: "Tom and I broke up" would lose its subject to the clause splitter.
 ENDING_MENTIONS: tuple[Rule, ...] = (
+    _r(
+        corrected,
+        r"^(?:(?:sorry|oops|oh|my bad|correction|typo|i mean)\b[ ,!:.-]*)*"
+        r"(?:i meant|i mean|it is|it's|that should be|should be) (?:a |an |the )?"
+        r"(?P<new>[\w' -]+?),? not (?:a |an |the )?(?P<old>[\w' -]+?)[.!]*$",
+    ),
     _r(renamed_pet, rf"\b(?:her|his|its) name is (?P<new>{NAME}),? not (?P<old>{NAME})\b"),
     _r(
         broke_up,

@@ -76,11 +76,21 @@ def ends(ending: FactLike, held: FactLike) -> bool:
 
     Same type; a relationship by its person whatever the relation was called
     ("broke up with Tom" ends "Tom is her boyfriend"); a preference by the thing liked,
-    whatever its topic; any other type within the slot's family, by value.
+    whatever its topic; any other type within the slot's family, by value. An ending whose
+    attribute is `*` ("I left Manchester", "I meant Hamburg, not Bremen": the value is
+    known, not what it was) ends an identity or fact holding that value, whatever its
+    attribute.
     """
-    if not ending.slot or not held.slot or ending.type != held.type or is_ending(held):
+    if not held.slot or is_ending(held):
         return False
-    if type_prefix(ending.slot) != type_prefix(held.slot):
+    ended_value = held_value(ending.type, ending.details)
+    if any_attribute(ending):
+        return (
+            held.type in ("identity", "fact")
+            and _core(ended_value) not in WILDCARDS
+            and values_match(ended_value, held_value(held.type, held.details))
+        )
+    if not ending.slot or ending.type != held.type:
         return False
     if ending.type == "relationship" and _core(str(ending.details.get("person"))) in WILDCARDS:
         # "my boyfriend and I broke up": the relation names whom
@@ -89,9 +99,12 @@ def ends(ending: FactLike, held: FactLike) -> bool:
         held.slot
     ):
         return False
-    return values_match(
-        held_value(ending.type, ending.details), held_value(held.type, held.details)
-    )
+    return values_match(ended_value, held_value(held.type, held.details))
+
+
+def any_attribute(fact: FactLike) -> bool:
+    """An identity or fact whose attribute is `*`: about a value, whatever it was of."""
+    return fact.type in ("identity", "fact") and str(fact.details.get("attribute")) == "*"
 
 
 def reopens(fact: FactLike, ended: FactLike) -> bool:

@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, User, utcnow
 from shared.extraction.schemas import TypedFact
-from shared.memory.beliefs import ENDED, ends, is_ending, reopens, type_prefix
+from shared.memory.beliefs import ENDED, any_attribute, ends, is_ending, reopens
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorHit, VectorPoint, point_id
@@ -283,7 +283,8 @@ def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]
     (the slot's state is now "ended", until a new value comes); when it matches no active
     value while its slot holds another ("quit Siemens" after "works at SAP"), it is history
     only and holds no slot, so it cannot retire that other value."""
-    held = _active_with_prefix(session, prov.user_id, ending.slot)
+    types = ("identity", "fact") if any_attribute(ending) else (ending.type,)
+    held = _active_of_type(session, prov.user_id, *types)
     # a fact said after the ending (an old transcript imported late) is not ended by it
     targets = [f for f in held if ends(ending, f) and f.first_seen_at <= prov.seen_at]
     targets += [
@@ -324,7 +325,7 @@ def _endings_reopened_by(session: Session, new: Fact, prov: Provenance) -> list[
         return []
     return [
         f
-        for f in _active_with_prefix(session, prov.user_id, new.slot)
+        for f in _active_of_type(session, prov.user_id, new.type)
         if f.slot_value == ENDED and f.first_seen_at <= prov.seen_at and reopens(new, f)
     ]
 
@@ -336,17 +337,14 @@ def _retire(session: Session, fact: Fact, *, by: Fact, at: dt.datetime) -> None:
     session.add(fact)
 
 
-def _active_with_prefix(session: Session, user_id: str, slot: str | None) -> list[Fact]:
-    """The user's active, unquarantined facts of the slot's type."""
-    if not slot:
-        return []
-    prefix = type_prefix(slot)
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def _active_of_type(session: Session, user_id: str, *types: str) -> list[Fact]:
+    """The user's active, unquarantined facts of these types that hold a slot."""
     return list(
         session.exec(
             select(Fact).where(
                 Fact.user_id == user_id,
-                col(Fact.slot).like(f"{escaped}%", escape="\\"),
+                col(Fact.type).in_(types),
+                col(Fact.slot).is_not(None),
                 col(Fact.valid_to).is_(None),
                 col(Fact.quarantine_reason).is_(None),
             )

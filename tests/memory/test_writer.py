@@ -351,6 +351,30 @@ def test_an_ending_of_a_value_not_held_changes_nothing(make_world: Callable[...,
     assert world.fact("Ana quit Siemens.").slot is None  # history only: it holds no slot
 
 
+def test_an_ending_that_names_only_a_value_ends_it_whatever_it_was(
+    make_world: Callable[..., World],
+) -> None:
+    """ "I left Manchester", "I meant Hamburg, not Bremen": the value is known, not what it
+    was of; it ends the identity or fact holding it, and nothing else."""
+    world = make_world()
+    world.tell(
+        "Manchester, SAP, almonds",
+        f.identity("Ana", "location", "Manchester", "Ana lives in Manchester."),
+        f.identity("Ana", "employer", "SAP", "Ana works at SAP."),
+        {**f.general("Ana", "Ana is allergic to almonds."), "attribute": "allergy",
+         "value": "almonds"},
+    )  # fmt: skip
+    left = f.ended(f.identity("Ana", "*", "Manchester", "Ana left Manchester."))
+    assert world.tell("left Manchester", left, at=DAY2).superseded == 1
+    meant = f.ended(f.identity("Ana", "*", "almonds", "Ana corrected almonds to cashews."))
+    assert world.tell("I meant cashews, not almonds", meant, at=DAY2).superseded == 1
+    assert sorted(r.content for r in world.facts()) == [
+        "Ana corrected almonds to cashews.",
+        "Ana left Manchester.",
+        "Ana works at SAP.",
+    ]
+
+
 def test_an_ending_said_before_the_fact_does_not_end_it(make_world: Callable[..., World]) -> None:
     """An old transcript imported late: the ending predates the job it would end."""
     world = make_world()
