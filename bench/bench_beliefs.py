@@ -48,8 +48,12 @@ conversations with a self-introduction, the share of active facts that name the 
 the introduced name rather than "the user" is reported apart. The exit status is 0 whatever
 the scores (a measurement, not a test).
 
+Three sets: `beliefs.jsonl` (54 conversations, looked at while the rules were written),
+`beliefs_dev2.jsonl` (23) and `beliefs_holdout.jsonl` (22), written later by someone who had
+not read the rules; dev2 was then used for development, the held-out set only measured.
+
 Results: printed, and written to bench/results/beliefs.md (beliefs-scripted.md for
-`--llm scripted`).
+`--llm scripted`; `--output` for the other sets).
 """
 
 from __future__ import annotations
