@@ -32,3 +32,5 @@ bench:
 	$(BIN)/python -m bench.bench_recall
 	$(BIN)/python -m bench.bench_offline_facts
 	$(BIN)/python -m bench.bench_beliefs
+	$(BIN)/python -m bench.bench_beliefs --data bench/data/beliefs_dev2.jsonl --output bench/results/beliefs-dev2.md
+	$(BIN)/python -m bench.bench_beliefs --data bench/data/beliefs_holdout.jsonl --output bench/results/beliefs-holdout.md
