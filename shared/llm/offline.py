@@ -123,7 +123,8 @@ _CLAUSES = re.compile(
     rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) (?:my|our|home)\b)"  # "…, Miles Davis is my hero"
     # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
     # "I used to work at Yandex, now I'm at JetBrains"
-    r"|,\s+(?=(?:now|it|that|this|so|not|the)\b)",
+    r"|,\s+(?=(?:now|it|that|this|so|not|the)\b)"
+    r"|,\s+(?=[^,]{1,30} to be (?:precise|exact)\b)",  # "in South Australia, Tanunda to be precise"
     re.I,
 )
 # Reported speech about the speaker: "the allergist says I'm not allergic to cats anymore".

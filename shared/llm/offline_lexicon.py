@@ -126,7 +126,11 @@ JOBS = words(
     "radiographer sonographer anaesthetist anesthetist orthodontist podiatrist chiropractor "
     "osteopath carer warden ranger lifeguard instructor brewer winemaker florist gardener "
     "landscaper tester coder lab-tech physio vet-tech sous-chef bricklayer plasterer glazier "
-    "decorator painter firefighter ambassador diplomat politician councillor mayor"
+    "decorator painter firefighter ambassador diplomat politician councillor mayor "
+    "lead operator inspector auditor coordinator planner curator dispatcher courier nanny "
+    "cleaner janitor guard welder roofer builder copywriter sommelier hygienist receptionist "
+    "cashier bartender server housekeeper superintendent principal headteacher dean "
+    "underwriter actuary surveyor estimator buyer merchandiser"
 )
 # Job nouns by their ending: "cardiologist", "physiotherapist", "statistician".
 JOB_SUFFIXES = ("ologist", "therapist", "ician", "grapher", "iatrist", "ographer")

@@ -160,8 +160,13 @@ _DURATION = re.compile(
 _ORG_IN = re.compile(r"(.+?) in ((?-i:[A-Z])[^,]*)$", re.I)
 
 
+_CALLED = re.compile(r"^(?:a|an|the) [\w' -]+? (?:called|named) ((?-i:[A-Z]).*)$", re.I)
+
+
 def _employer(text: str | None) -> str | None:
     org = clean(re.split(r"\s+(?:studying|doing|working on)\b", text or "")[0], cut=True)
+    if named := _CALLED.match(org):
+        org = named[1]  # "a fintech called Paystream": the name is the employer
     if org.lower() in ("myself", "themselves"):
         return "self-employed"
     if not org or len(org.split()) > 6 or org.split()[0].lower() in ("home", "night", "it"):
