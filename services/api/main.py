@@ -23,6 +23,7 @@ from services.api.routes import (
     replay,
     turns,
 )
+from services.mcp.http import mount_mcp
 from shared import heap
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
@@ -63,7 +64,8 @@ def create_app(
         )
         heap.settle()
         try:
-            yield
+            async with mcp_server.session_manager.run():
+                yield
         finally:
             if not app.state.turn_writer.close():
                 log.warning("the turn writer was still storing turns at shutdown")
@@ -92,4 +94,5 @@ def create_app(
         replay,
     ):
         app.include_router(module.router)
+    mcp_server = mount_mcp(app)
     return app
