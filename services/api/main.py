@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
 from services.api.errors import ERROR_RESPONSES, install_error_handlers
@@ -72,7 +73,9 @@ def create_app(
         if runtime is None:
             rt.close()
 
-    app = FastAPI(
+    # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from files in
+    # the package (served under /static-offline-docs), not a CDN: they work offline.
+    app = FastAPIOffline(
         title="tiermem",
         version="0.1.0",
         description="Long-term memory for multi-user chat backends.",
