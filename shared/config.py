@@ -235,6 +235,14 @@ class AuthSettings(BaseModel):
     key_cache_s: float = Field(default=30.0, ge=0)
 
 
+class MCPSettings(BaseModel):
+    """`tiermem mcp` (stdio): a thin client of a running tiermem API (ADR 0016)."""
+
+    url: str = "http://127.0.0.1:8000"  # the API's base URL, without /v1
+    api_key: str | None = None  # the app key whose tenant's users the tools reach
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TIERMEM_",
@@ -268,6 +276,7 @@ class Settings(BaseSettings):
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    mcp: MCPSettings = Field(default_factory=MCPSettings)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_core import PydanticUndefined
 from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
@@ -116,6 +116,48 @@ def turn_messages(turn: TurnIn) -> list[NewMessage]:
             )
         )
     return out
+
+
+def turn_request(
+    turn: TurnIn, *, tenant_id: str, session_external_id: str, settings: Settings
+) -> IngestRequest:
+    """A turn as the turn writer stores it; bad input is refused here, before any batch."""
+    messages = turn_messages(turn)
+    check_messages(messages, settings=settings)
+    return IngestRequest(
+        tenant_id=tenant_id,
+        user_external_id=turn.user_id,
+        session_external_id=session_external_id,
+        messages=messages,
+        extractor=settings.extractor_kind,
+    )
+
+
+class TurnAccepted(BaseModel):
+    """The answer to a stored turn: its messages and the extraction job queued for it."""
+
+    session_id: str
+    user_id: str
+    message_ids: list[str]
+    job_id: str | None  # None when the turn had no user message to extract from
+    status: str
+    extractor: str
+    duplicate: bool = False
+
+    @classmethod
+    def of(cls, request: IngestRequest, result: IngestResult) -> TurnAccepted:
+        # A re-sent turn (same external_ids) answers with the run stored the first time.
+        runs = result.runs or result.existing_runs
+        run = runs[0] if runs else None
+        return cls(
+            session_id=request.session_external_id,
+            user_id=request.user_external_id,
+            message_ids=[m.id for m in result.messages],
+            job_id=run.id if run else None,
+            status=run.status if run else "stored",
+            extractor=run.extractor if run else request.extractor,
+            duplicate=not result.runs and result.duplicates > 0,
+        )
 
 
 def validate_content(

@@ -48,6 +48,16 @@ class Principal:
         """The tenant whose objects (jobs, replays, runs) this caller may see; None: all."""
         return None if self.role == "operator" else self.tenant_id
 
+    def user_tenant(self) -> str:
+        """The tenant whose users this caller reaches: an app or tenant admin key's own; the
+        operator key reaches no user data."""
+        if self.tenant_id is None:
+            raise Forbidden(
+                "user data is reached with an app key of the user's tenant, not the admin key; "
+                "create one with POST /v1/admin/tenants or `tiermem tenants key NAME`"
+            )
+        return self.tenant_id
+
     def require_admin(self) -> None:
         if self.role == "app":
             raise Forbidden(

@@ -31,7 +31,14 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import Unavailable
-from shared.ingest import IngestRequest, IngestResult, ingest_batch
+from shared.ingest import (
+    IngestRequest,
+    IngestResult,
+    TurnAccepted,
+    TurnIn,
+    ingest_batch,
+    turn_request,
+)
 from shared.outbox import send_committed
 
 log = logging.getLogger(__name__)
@@ -104,6 +111,19 @@ class TurnWriter:
                 f"the turn was not stored within {self._timeout_s:g}s "
                 f"(TIERMEM_DATABASE__TURN_TIMEOUT_S); {RESEND}"
             ) from None
+
+    async def store_turn(
+        self, turn: TurnIn, *, tenant_id: str, session_external_id: str
+    ) -> TurnAccepted:
+        """A turn as POST /v1/sessions/{id}/turns and MCP's add_memory take it: checked (bad
+        input never joins a batch), stored, its extraction queued."""
+        request = turn_request(
+            turn,
+            tenant_id=tenant_id,
+            session_external_id=session_external_id,
+            settings=self._settings,
+        )
+        return TurnAccepted.of(request, await self.store(request))
 
     def close(self, timeout_s: float = 10.0) -> bool:
         """Store and send what is queued, then stop; False if that took over `timeout_s`."""

@@ -10,7 +10,6 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from shared.db.models import User
-from shared.errors import Forbidden
 from shared.ingest import find_user
 from shared.inputs import ID_RULE, Identifier
 from shared.runtime import Runtime
@@ -70,12 +69,7 @@ PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
 async def get_tenant_id(principal: PrincipalDep) -> str:
-    if principal.tenant_id is None:
-        raise Forbidden(
-            "user data is reached with an app key of the user's tenant, not the admin key; "
-            "create one with POST /v1/admin/tenants or `tiermem tenants key NAME`"
-        )
-    return principal.tenant_id
+    return principal.user_tenant()
 
 
 TenantDep = Annotated[str, Depends(get_tenant_id)]

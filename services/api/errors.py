@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from shared.errors import DomainError
+from shared.errors import DomainError, InvalidInput
 from shared.inputs import ID_PATTERN, ID_RULE, NON_BLANK_PATTERN, RequestModel
 
 log = logging.getLogger(__name__)
@@ -102,13 +103,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 400,
             )
-        first = min(errors, key=_specificity) if errors else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if not _is_tag(p))
-        problem = _problem(first)
-        message = f"{where}: {problem}" if where else problem
-        return JSONResponse(
-            error_body("invalid_input", message, {"errors": [_clean(e) for e in errors]}), 422
-        )
+        invalid = invalid_input(errors)
+        return JSONResponse(error_body(invalid.code, invalid.message, invalid.details), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -121,6 +117,16 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed_methods(request)}
         return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers)
+
+
+def invalid_input(errors: Sequence[Any]) -> InvalidInput:
+    """pydantic's errors as one invalid_input error: the most telling one named in words,
+    all of them in details (the HTTP handler's 422, and an MCP tool's error)."""
+    first = min(errors, key=_specificity) if errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if not _is_tag(p))
+    problem = _problem(first)
+    message = f"{where}: {problem}" if where else problem
+    return InvalidInput(message, details={"errors": [_clean(e) for e in errors]})
 
 
 # A value tried against each member of a union (a message as an object or a string) fails

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
 from services.api.errors import ERROR_RESPONSES, install_error_handlers
@@ -23,6 +24,7 @@ from services.api.routes import (
     replay,
     turns,
 )
+from services.mcp.http import mount_mcp
 from shared import heap
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
@@ -63,14 +65,17 @@ def create_app(
         )
         heap.settle()
         try:
-            yield
+            async with mcp_server.session_manager.run():
+                yield
         finally:
             if not app.state.turn_writer.close():
                 log.warning("the turn writer was still storing turns at shutdown")
         if runtime is None:
             rt.close()
 
-    app = FastAPI(
+    # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from files in
+    # the package (served under /static-offline-docs), not a CDN: they work offline.
+    app = FastAPIOffline(
         title="tiermem",
         version="0.1.0",
         description="Long-term memory for multi-user chat backends.",
@@ -92,4 +97,5 @@ def create_app(
         replay,
     ):
         app.include_router(module.router)
+    mcp_server = mount_mcp(app)
     return app

@@ -1,5 +1,5 @@
 """The `tiermem` command: serve, api, worker, beat, migrate, import, reindex, compact,
-repair-ids, tenants, sweep, ops, replay."""
+repair-ids, tenants, sweep, ops, replay, mcp."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from services.cli.mcp import mcp
 from services.cli.ops import ops_cli
 from services.cli.replay import replay_cli
 from services.cli.settings import load_settings
@@ -29,6 +30,7 @@ tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=Tr
 cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
 cli.add_typer(replay_cli, name="replay")
+cli.command()(mcp)
 console = Console(stderr=True)
 
 

@@ -36,8 +36,9 @@ from sqlmodel import Session, col, select
 from shared.context.models import MessageHit, MessageRef
 from shared.db.models import ChatSession, Message, User, utcnow
 from shared.embeddings import CachedEmbedder, Vectors
-from shared.errors import Unavailable
+from shared.errors import InvalidInput, Unavailable
 from shared.extraction.prefilter import is_small_talk
+from shared.inputs import BLANK
 from shared.runtime import Runtime
 from shared.vectors import HybridHits, Vector, VectorPoint
 from shared.vectors.scope import SESSION_FIELD, UserVectors
@@ -724,6 +725,37 @@ def with_exchange(
         after = [by_spot[(sid, s)] for s in range(seq + 1, seq + around + 1) if (sid, s) in by_spot]
         out.append(hit.model_copy(update={"before": before, "after": after}))
     return out
+
+
+def search_user_history(
+    *,
+    runtime: Runtime,
+    session: Session,
+    user: User,
+    query: str,
+    k: int = 10,
+    exclude_session_external_id: str | None = None,
+    around: int = 0,
+) -> MessageHitsPublic:
+    """What `GET /v1/users/{id}/history/search` answers: the user's best k earlier messages,
+    leaving out one of their sessions by its external id, each hit with its exchange."""
+    if not query.strip(BLANK):
+        raise InvalidInput("q is blank; send the words or question to search for")
+    excluded: str | None = None
+    if exclude_session_external_id:
+        # A session of another user, or none at all, has nothing here to leave out.
+        excluded = session.exec(
+            select(ChatSession.id).where(
+                ChatSession.tenant_id == user.tenant_id,
+                ChatSession.user_id == user.id,
+                ChatSession.external_id == exclude_session_external_id,
+            )
+        ).first()
+    hits = search_history(
+        runtime=runtime, session=session, user=user, query=query, k=k, exclude_session_id=excluded
+    )
+    hits = with_exchange(session, user, hits, around)
+    return MessageHitsPublic(data=hits, count=len(hits))
 
 
 def _ref(row: Any) -> MessageRef:

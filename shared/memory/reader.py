@@ -16,6 +16,7 @@ from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.errors import NotFound
 from shared.extraction.base import is_generic_speaker
 from shared.extraction.schemas import FactType
+from shared.inputs import RequestModel
 from shared.runtime import Runtime
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
@@ -185,6 +186,15 @@ def introduced_name(session: Session, user_id: str) -> str | None:
     ).first()
     value = (details or {}).get("value")
     return str(value) if value else None
+
+
+class SearchIn(RequestModel):
+    """A memory search: the body of POST /v1/users/{id}/memories/search, MCP's search_memories."""
+
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=10, ge=1, le=100)
+    types: list[FactType] = Field(default_factory=list)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 def search_memories(

@@ -5,13 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlmodel import select
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
-from shared.db.models import ChatSession
-from shared.errors import InvalidInput
-from shared.inputs import BLANK, ID_RULE, NON_BLANK_PATTERN, Identifier
-from shared.memory.history import MAX_AROUND, MessageHitsPublic, search_history, with_exchange
+from shared.inputs import ID_RULE, NON_BLANK_PATTERN, Identifier
+from shared.memory.history import MAX_AROUND, MessageHitsPublic, search_user_history
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
 
@@ -44,20 +41,12 @@ def search(
 ) -> MessageHitsPublic:
     """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
     with its session, time, message id and external id, and its rank in each list."""
-    if not q.strip(BLANK):
-        raise InvalidInput("q is blank; send the words or question to search for")
-    excluded: str | None = None
-    if exclude_session_id:
-        # A session of another user, or none at all, has nothing here to leave out.
-        excluded = session.exec(
-            select(ChatSession.id).where(
-                ChatSession.tenant_id == user.tenant_id,
-                ChatSession.user_id == user.id,
-                ChatSession.external_id == exclude_session_id,
-            )
-        ).first()
-    hits = search_history(
-        runtime=runtime, session=session, user=user, query=q, k=k, exclude_session_id=excluded
+    return search_user_history(
+        runtime=runtime,
+        session=session,
+        user=user,
+        query=q,
+        k=k,
+        exclude_session_external_id=exclude_session_id,
+        around=around,
     )
-    hits = with_exchange(session, user, hits, around)
-    return MessageHitsPublic(data=hits, count=len(hits))

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.extraction.schemas import FactType
-from shared.inputs import MAX_OFFSET, RequestModel
+from shared.inputs import MAX_OFFSET
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,
+    SearchIn,
     UserDeleted,
     delete_memory,
     delete_user,
@@ -24,13 +24,6 @@ from shared.memory.reader import (
 )
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
-
-
-class SearchIn(RequestModel):
-    query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=100)
-    types: list[FactType] = Field(default_factory=list)
-    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 @router.get("/memories", response_model=MemoriesPublic)

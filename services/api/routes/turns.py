@@ -8,46 +8,13 @@ from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, Field
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
-from shared.ingest import (
-    IngestRequest,
-    IngestResult,
-    TranscriptLine,
-    TurnIn,
-    check_messages,
-    turn_messages,
-)
+from shared.ingest import TranscriptLine, TurnAccepted, TurnIn
 from shared.inputs import RequestModel
 from shared.outbox import send_committed
 from shared.transcripts import import_lines
+from shared.turn_writer import TurnWriter
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-
-
-class TurnAccepted(BaseModel):
-    session_id: str
-    user_id: str
-    message_ids: list[str]
-    job_id: str | None  # None when the turn had no user message to extract from
-    status: str
-    extractor: str
-    duplicate: bool = False
-
-    @classmethod
-    def of(
-        cls, session_id: str, user_id: str, result: IngestResult, extractor: str
-    ) -> TurnAccepted:
-        # A re-sent turn (same external_ids) answers with the run stored the first time.
-        runs = result.runs or result.existing_runs
-        run = runs[0] if runs else None
-        return cls(
-            session_id=session_id,
-            user_id=user_id,
-            message_ids=[m.id for m in result.messages],
-            job_id=run.id if run else None,
-            status=run.status if run else "stored",
-            extractor=run.extractor if run else extractor,
-            duplicate=not result.runs and result.duplicates > 0,
-        )
 
 
 class ImportIn(RequestModel):
@@ -69,23 +36,12 @@ async def post_turn(
     session_id: SessionIdPath,
     turn: Annotated[TurnIn, Body()],
     request: Request,
-    runtime: RuntimeDep,
     tenant_id: TenantDep,
 ) -> TurnAccepted:
     # The hottest route: no threadpool hop; the process's turn writer commits the turns
     # that arrive together in one transaction (shared.turn_writer) and enqueues their runs.
-    messages = turn_messages(turn)
-    check_messages(messages, settings=runtime.settings)  # bad input never joins a batch
-    extractor = runtime.settings.extractor_kind
-    ingest_request = IngestRequest(
-        tenant_id=tenant_id,
-        user_external_id=turn.user_id,
-        session_external_id=session_id,
-        messages=messages,
-        extractor=extractor,
-    )
-    result = await request.app.state.turn_writer.store(ingest_request)
-    return TurnAccepted.of(session_id, turn.user_id, result, extractor)
+    writer: TurnWriter = request.app.state.turn_writer
+    return await writer.store_turn(turn, tenant_id=tenant_id, session_external_id=session_id)
 
 
 @router.post("/import", status_code=202, response_model=ImportAccepted)

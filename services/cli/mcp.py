@@ -1,0 +1,51 @@
+"""`tiermem mcp`: the memory tools over stdio for an MCP client, served by a running API."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import anyio
+import typer
+from mcp.server.mcpserver import Context
+from rich.console import Console
+
+from services.cli.settings import load_settings
+from services.mcp.remote import RemoteBackend
+from services.mcp.tools import build_server
+
+
+def mcp(
+    url: Annotated[
+        str | None, typer.Option(help="the tiermem API; default TIERMEM_MCP__URL")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option(help="an app key; default TIERMEM_MCP__API_KEY")
+    ] = None,
+) -> None:
+    """MCP over stdio (Claude Desktop, Cursor, …): the memory tools, answered by a running
+    `tiermem serve` / `tiermem api` with an app key (ADR 0016)."""
+    settings = load_settings()
+    # stdout carries the protocol: every log line goes to stderr.
+    logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    api_key = key or settings.mcp.api_key
+    if not api_key:
+        Console(stderr=True).print(
+            "tiermem mcp needs an app key: --key or TIERMEM_MCP__API_KEY "
+            "(`tiermem tenants key NAME` makes one; `dev-app-key` in development)"
+        )
+        raise typer.Exit(2)
+    backend = RemoteBackend(
+        url=url or settings.mcp.url, key=api_key, timeout_s=settings.mcp.timeout_s
+    )
+
+    def backend_of(_: Context[Any, Any]) -> RemoteBackend:
+        return backend
+
+    async def run() -> None:
+        try:
+            await build_server(backend_of).run_stdio_async()
+        finally:
+            await backend.aclose()
+
+    anyio.run(run)
