@@ -63,6 +63,7 @@ class EmbeddedWorker:
         celery_app.set_current()
         celery_app.set_default()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by `tiermem import` (SIGUSR1): sweep now
         # The sweeps run in a thread here (_sweep_loop); maintenance is taken all the same,
         # so a sweep task sent through the broker is never stranded.
         live = [queues.EXTRACT, queues.COMPRESS, queues.MAINTENANCE]
@@ -83,30 +84,41 @@ class EmbeddedWorker:
         for thread in self._threads if sweeper else self._threads[:1]:
             thread.start()
 
-    def sweep(self, *, resend_all: bool = False) -> int:
+    def sweep(self, *, resend_all: bool = False, pending_now: bool = False) -> int:
+        """Send the database's lost work to the workers: pending runs older than the sweep's
+        threshold (all of them with `pending_now`), and with `resend_all` running ones too
+        (at start, when nothing else can be running them)."""
         settings = self.runtime.settings
-        if resend_all:
-            settings = settings.model_copy(
-                update={
-                    "worker": settings.worker.model_copy(
-                        update={"sweep_pending_after_s": 0.0, "sweep_running_after_s": 0.0}
-                    )
-                }
-            )
+        if resend_all or pending_now:
+            after = {"sweep_pending_after_s": 0.0}
+            if resend_all:
+                after["sweep_running_after_s"] = 0.0
+            worker = settings.worker.model_copy(update=after)
+            settings = settings.model_copy(update={"worker": worker})
         with session_scope(self.runtime.engine) as session:
             run_ids = claim_lost_runs(session=session, settings=settings, limit=100_000)
         enqueue_extraction(run_ids)
         return len(run_ids)
 
+    def wake(self) -> None:
+        """Sweep now rather than at the next interval: turns were stored by another process
+        (`tiermem import` beside `tiermem serve`), which cannot reach this in-process broker."""
+        self._wake.set()
+
     def _sweep_loop(self) -> None:
-        while not self._stop.wait(self.runtime.settings.worker.sweep_interval_s):
+        while not self._stop.is_set():
+            woken = self._wake.wait(self.runtime.settings.worker.sweep_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
-                self.sweep()
+                self.sweep(pending_now=woken)
             except Exception:
                 log.exception("outbox sweep failed")
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._worker.stop(in_sighandler=False)
         self._replay.stop(in_sighandler=False)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +22,7 @@ from services.cli.settings import load_settings
 from shared.config import Settings
 from shared.errors import DomainError, Unavailable
 from shared.ingest import TranscriptLine
+from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(
     help="tiermem: long-term memory for multi-user chat backends.",
@@ -62,6 +65,8 @@ def serve(
     runtime.embedder.embed(["warm up"])  # load the model before the first request needs it
     worker = EmbeddedWorker(runtime, concurrency=concurrency or settings.worker.concurrency)
     worker.start()
+    if hasattr(signal, "SIGUSR1"):  # `tiermem import` beside this process wakes its sweeper
+        signal.signal(signal.SIGUSR1, lambda *_: worker.wake())
     label = (
         "LLM at " + str(settings.llm.base_url)
         if settings.llm.base_url
@@ -261,11 +266,40 @@ def import_(
         raise typer.Exit(1) from exc
     finally:
         runtime.close()
-    where = "the workers" if settings.redis_url else "`tiermem serve` when it starts"
-    console.print(
-        f"stored {stored} messages ({dupes} already present); "
-        f"{queued} turns queued for extraction by {where}"
-    )
+    console.print(f"stored {stored} messages ({dupes} already present)")
+    if not queued:
+        return
+    if settings.redis_url:
+        console.print(f"{queued} turns queued for extraction by the workers")
+    elif server := _wake_running_serve(settings):
+        console.print(
+            f"{queued} turns handed to the running `tiermem serve` ({server.describe()}): "
+            "extraction starts now; follow it with `tiermem ops status`"
+        )
+    else:
+        console.print(
+            f"{queued} turns queued: no `tiermem serve` runs on this data folder now, and the "
+            "one you start next extracts them as it starts"
+        )
+
+
+def _wake_running_serve(settings: Settings) -> FolderOwner | None:
+    """The `tiermem serve` holding this data folder, told (SIGUSR1) to send the stored turns
+    to its in-process workers now; None when none runs here."""
+    from shared.vectors.folder_owner import read_owner
+
+    if not settings.qdrant_path or not hasattr(signal, "SIGUSR1"):
+        return None
+    owner = read_owner(settings.qdrant_path)
+    if owner is None or owner.is_gone() or owner.hostname != socket.gethostname():
+        return None
+    if owner.is_this_process() or owner.argv[1:2] != ["serve"]:
+        return None  # a `tiermem worker` over Redis takes its turns from the broker
+    try:
+        os.kill(owner.pid, signal.SIGUSR1)
+    except OSError:
+        return None
+    return owner
 
 
 @cli.command()

@@ -536,3 +536,36 @@ def _ok(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -> None:
+    """`tiermem import` cannot reach the in-process broker of a running `tiermem serve`: it
+    stores the turns and wakes that process's sweeper, which sends them now, not after the
+    sweep's two-minute threshold; the CLI says so."""
+    env = tiermem_env({"TIERMEM_DATA_DIR": str(tmp_path / "data"), "TIERMEM_LOG_LEVEL": "WARNING"})
+    port = free_port()
+    proc = start_process([TIERMEM, "serve", "--port", str(port)], env, tmp_path / "serve.log")
+    url = f"http://127.0.0.1:{port}"
+    transcript = tmp_path / "later.jsonl"
+    line = {"user_id": "cy", "session_id": "s1", "role": "user", "speaker": "Cy",
+            "content": "I live in Porto.", "external_id": "c1"}  # fmt: skip
+    transcript.write_text(json.dumps(line) + "\n")
+    try:
+        wait_for(lambda: _ok(f"{url}/healthz"), timeout=90, what="tiermem serve")
+        imported = subprocess.run(
+            [TIERMEM, "import", str(transcript)], env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert imported.returncode == 0, imported.stderr
+        said = " ".join(imported.stderr.split())
+        assert "1 turns handed to the running `tiermem serve`" in said, said
+        assert f"pid {proc.pid}" in said
+        memories = wait_for(
+            lambda: httpx.get(f"{url}/v1/users/cy/memories", headers=HEADERS).json()["data"],
+            timeout=20,  # the sweep's own threshold is 120 s
+            what="the imported turn to be extracted",
+        )
+        assert any("Porto" in m["content"] for m in memories)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
