@@ -6,6 +6,7 @@ GET /v1/ops/queues and /v1/ops/workers), so it works with the API down.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Annotated
 
@@ -94,6 +95,12 @@ def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[Worke
     return snapshot(session=session, settings=settings, workers=workers), workers
 
 
+def _console() -> Console:
+    """Rich draws to the terminal's width, and to 80 columns when piped, which cut error
+    texts and run ids: piped output gets room instead."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 @ops_cli.command()
 def status() -> None:
     """Print the queues, workers, tenants and latest failed runs once."""
@@ -101,8 +108,8 @@ def status() -> None:
     engine = make_engine(settings)
     try:
         with Session(engine) as session:
-            Console().print(render(*_read(settings, session)))
-        Console().print(vectors_line(settings))
+            _console().print(render(*_read(settings, session)))
+        _console().print(vectors_line(settings))
     finally:
         engine.dispose()
 
@@ -127,7 +134,7 @@ def watch(
     engine = make_engine(settings)
     shown = 0
     try:
-        with Live(console=Console(), auto_refresh=False) as live:
+        with Live(console=_console(), auto_refresh=False) as live:
             while True:
                 with Session(engine) as session:
                     live.update(render(*_read(settings, session)), refresh=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -45,18 +47,34 @@ class WorkerInfo(BaseModel):
 
 
 class HeartbeatStore:
-    def __init__(self, redis_url: str | None, *, ttl_s: float) -> None:
+    """Worker records in Redis, or without Redis in files under the data folder, so that
+    `tiermem ops status` in another process sees the workers of a running `tiermem serve`."""
+
+    def __init__(self, redis_url: str | None, *, ttl_s: float, folder: Path) -> None:
         self.redis_url = redis_url
         self.ttl_s = ttl_s
+        self.folder = folder
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HeartbeatStore:
         """A record missing for three heartbeat intervals is a worker gone."""
-        return cls(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s)
+        folder = Path(settings.data_dir) / "heartbeats"
+        return cls(settings.redis_url, ttl_s=3 * settings.worker.heartbeat_s, folder=folder)
+
+    def _from_files(self) -> list[WorkerInfo]:
+        records = (_read_record(p) for p in sorted(self.folder.glob("*.json")))
+        return [r for r in records if r is not None]
+
+    def _file(self, hostname: str) -> Path:
+        return self.folder / f"{hostname.replace('/', '_')}.json"
 
     def write(self, info: WorkerInfo) -> None:
         if not self.redis_url:
-            _LOCAL[info.hostname] = info
+            self.folder.mkdir(parents=True, exist_ok=True)
+            target = self._file(info.hostname)
+            scratch = target.with_suffix(".tmp")
+            scratch.write_text(info.model_dump_json(), encoding="utf-8")
+            os.replace(scratch, target)  # a reader sees the old record or the new one
             return
         with redis_client(self.redis_url) as client:
             ttl_ms = int(self.ttl_s * 1000)
@@ -64,7 +82,7 @@ class HeartbeatStore:
 
     def remove(self, hostname: str) -> None:
         if not self.redis_url:
-            _LOCAL.pop(hostname, None)
+            self._file(hostname).unlink(missing_ok=True)
             return
         with redis_client(self.redis_url) as client:
             client.delete(KEY_PREFIX + hostname)
@@ -73,7 +91,7 @@ class HeartbeatStore:
         now = now or utcnow()
         if not self.redis_url:
             limit = dt.timedelta(seconds=self.ttl_s)
-            found = [w for w in _LOCAL.values() if now - w.heartbeat_at <= limit]
+            found = [w for w in self._from_files() if now - w.heartbeat_at <= limit]
         else:
             with redis_client(self.redis_url) as client:
                 keys = sorted(client.scan_iter(match=KEY_PREFIX + "*", count=500))
@@ -84,7 +102,11 @@ class HeartbeatStore:
         return sorted(found, key=lambda w: w.hostname)
 
 
-_LOCAL: dict[str, WorkerInfo] = {}
+def _read_record(path: Path) -> WorkerInfo | None:
+    try:
+        return WorkerInfo.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # removed meanwhile, or half a record from a crashed writer
 
 
 class redis_client:

@@ -566,6 +566,16 @@ def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -
             what="the imported turn to be extracted",
         )
         assert any("Porto" in m["content"] for m in memories)
+
+        # its workers are seen from another process too (no Redis: heartbeats in files),
+        # and piped output is not cut to 80 columns
+        status = subprocess.run(
+            [TIERMEM, "ops", "status"], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert status.returncode == 0, status.stderr
+        assert "workers (0 live)" not in status.stdout, status.stdout
+        assert f"embedded@{socket.gethostname()}-{proc.pid}" in status.stdout, status.stdout
+        assert max(len(row) for row in status.stdout.splitlines()) > 80
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
