@@ -66,7 +66,7 @@ class _FactBase(BaseModel):
         # "pet:rex": the attribute's family before the colon, the value it holds after it.
         # No subject: every fact of a user is about that user (other people are in
         # relationships), and the name they go by may come or change ("I'm Ben").
-        parts = ":".join(slot_part(p) for p in attribute.split(":", 1))
+        parts = ":".join(p if p == "*" else slot_part(p) for p in attribute.split(":", 1))
         return f"{self.type}/{parts}"  # type: ignore[attr-defined]
 
     @property

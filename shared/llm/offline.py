@@ -123,7 +123,7 @@ _CLAUSES = re.compile(
     rf"|,\s+(?=[^,]{{1,40}}? (?:is|are) (?:my|our|home)\b)"  # "…, Miles Davis is my hero"
     # a comment on what came before, or what holds now: "I quit coffee, it kept me up",
     # "I used to work at Yandex, now I'm at JetBrains"
-    r"|,\s+(?=(?:now|it|that|this|so|not|the)\b)"
+    r"|,\s+(?=(?:now|it|that|this|so|not|the|starting|joining|moving|relocating)\b)"
     r"|,\s+(?=[^,]{1,30} to be (?:precise|exact)\b)",  # "in South Australia, Tanunda to be precise"
     re.I,
 )
@@ -147,6 +147,7 @@ _DROPPED_I = re.compile(
     r"just started|just quit|just left|finally got|finally moved)\b",
     re.I,
 )
+_DROPPED_I_AM = re.compile(r"^(?:starting|joining|moving|relocating)\b", re.I)
 # Comma parts after "I am X" that are another thing the speaker is: an age, "a/an ...".
 _APPOSED = re.compile(
     r",\s+(?=(?:a|an)\s|\d{1,3}\b(?:\s*(?:yrs?|years?|y/?o)\b[\w ]*)?(?:,|$))", re.I
@@ -247,6 +248,8 @@ def _clauses(sentence: str) -> Iterator[str]:
         clause = part.strip(" \t,.!;:\"'()")
         if not i and _DROPPED_I.match(clause):
             clause = f"I {clause}"  # chat drops the "I": "Got promoted today", "left Tesco"
+        elif i and speaker and _DROPPED_I_AM.match(clause):
+            clause = f"I am {clause}"  # "I quit X, starting at Y next month"
         elif i and _BARE_VERB_START.match(clause):
             if not speaker:
                 continue  # "My brother quit and moved to Cork": the brother moved
