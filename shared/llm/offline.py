@@ -148,6 +148,11 @@ _DROPPED_I = re.compile(
     re.I,
 )
 _DROPPED_I_AM = re.compile(r"^(?:starting|joining|moving|relocating)\b", re.I)
+# ... or its "I am" at the start: "not into crossfit anymore", "officially retiring"
+_DROPPED_I_AM_FIRST = re.compile(
+    r"^(?:not into|no longer|not a fan of|officially retiring|retiring|(?:so |really )?into)\b",
+    re.I,
+)
 # Comma parts after "I am X" that are another thing the speaker is: an age, "a/an ...".
 _APPOSED = re.compile(
     r",\s+(?=(?:a|an)\s|\d{1,3}\b(?:\s*(?:yrs?|years?|y/?o)\b[\w ]*)?(?:,|$))", re.I
@@ -248,6 +253,8 @@ def _clauses(sentence: str) -> Iterator[str]:
         clause = part.strip(" \t,.!;:\"'()")
         if not i and _DROPPED_I.match(clause):
             clause = f"I {clause}"  # chat drops the "I": "Got promoted today", "left Tesco"
+        elif not i and _DROPPED_I_AM_FIRST.match(clause):
+            clause = f"I am {clause}"
         elif i and speaker and _DROPPED_I_AM.match(clause):
             clause = f"I am {clause}"  # "I quit X, starting at Y next month"
         elif i and _BARE_VERB_START.match(clause):

@@ -90,7 +90,7 @@ def _org(raw: str | None) -> str | None:
 
 def left_job(m: M, c: Ctx) -> list[Item]:
     said, c = _dated(m["org"], c)
-    org = _org(said)
+    org = _org(said) if said else "*"  # "got laid off": whatever the job was
     if org is None:
         return []
     verb = m["verb"].lower()
@@ -98,7 +98,11 @@ def left_job(m: M, c: Ctx) -> list[Item]:
         # "I left Manchester", "I left Tesco": a city or an employer, whichever was held
         return _identity_end(c, "*", org, f"{c.who} left {org}", "life")
     said = {"left": "left", "quit": "quit"}.get(verb, "left")
+    if dismissed := re.search(r"laid off|fired|let go|made redundant", m[0], re.I):
+        said = f"was {dismissed[0].lower()}{' from' if org != '*' else ''}"
     shown = "their job" if org == "*" else org if org[:1].isupper() else f"their job at {org}"
+    if dismissed and org == "*":
+        shown = ""
     return _identity_end(c, "employer", org, f"{c.who} {said} {shown}", "work")
 
 
@@ -204,11 +208,33 @@ def pet_gone(m: M, c: Ctx) -> list[Item]:
     when, day = past_date(c)
     verb = (opt(m, "verb") or "died").lower()
     shown = name or f"their {kind}"
-    content = {
-        "rehome": f"{c.who} rehomed {shown}",
-        "gave away": f"{c.who} gave away {shown}",
-    }.get(verb, f"{shown[:1].upper()}{shown[1:]}, {c.poss} pet, {_PAST.get(verb, verb)}")
+    if verb in ("rehome", "gave away"):
+        said = "rehomed" if verb == "rehome" else "gave away"
+        content = f"{c.who} {said} {shown}"
+    elif name and not kind:
+        # "Lakshmi passed away": a pet or a person by that name, whichever is held
+        content = f"{name} {_PAST.get(verb, verb)}{when}"
+        item = c.item("fact", content, ["life"], attribute="*", value=name)
+        return [{**item, "ended": True, "valid_from": day}]
+    else:
+        content = f"{shown[:1].upper()}{shown[1:]}, {c.poss} pet, {_PAST.get(verb, verb)}"
     item = c.item("fact", f"{content}{when}", ["pets"], attribute="pet", value=value)
+    return [{**item, "ended": True, "valid_from": day}]
+
+
+def relative_died(m: M, c: Ctx) -> list[Item]:
+    """ "My wife Lakshmi passed away in January": the relationship ends with its person."""
+    c = _date_after(m, c)
+    rel = m["rel"].lower()
+    relation, name = RELATIONS.get(rel, rel), opt(m, "name")
+    if name and name.split()[0].lower() in NOT_NAMES:
+        return []
+    when, day = past_date(c)
+    shown = f"{c.poss} {rel} {name}" if name else f"{c.poss} {rel}"
+    content = f"{shown[:1].upper()}{shown[1:]} passed away{when}"
+    item = c.item(
+        "relationship", content, ["family", "people"], person=name or "*", relation=relation
+    )
     return [{**item, "ended": True, "valid_from": day}]
 
 
@@ -335,7 +361,10 @@ ENDINGS: tuple[Rule, ...] = (
         r"|handed in (?:my|our) notice at|lost (?:my|our) job at|(?:got|was|were) (?:laid off"
         r"|fired|let go|made redundant) (?:from|by|at)) (?P<org>.+)$",
     ),
-    _r(left_job, _WE + r"(?P<verb>quit|left|lost) (?:my|our) (?:job|position)(?P<org>)$"),
+    _r(
+        left_job,
+        _WE + r"(?P<verb>got|was|were) (?:laid off|fired|let go|made redundant)(?P<org>)\b",
+    ),
     _r(
         graduated,
         _WE + r"(?:graduated|finished (?:my )?(?:degree|studies|master'?s|phd|bachelor'?s))"
@@ -352,6 +381,11 @@ ENDINGS: tuple[Rule, ...] = (
         rf"{_WE}(?:divorced|left|dumped) (?:my |our )(?P<rel>{REL})(?: (?P<name>{NAME}))?",
     ),
     _r(broke_up, rf"^(?:we (?:have )?)(?P<verb>{_BREAK})$"),
+    _r(
+        relative_died,
+        rf"^(?:my|our) (?P<rel>{REL})(?: (?P<name>{NAME}))? (?:has |had |just )?"
+        r"(?:passed away|passed|died)\b",
+    ),
     _r(
         pet_gone,
         rf"^(?:(?P<name>{NAME})|(?:my|our) (?P<kind>{_PET_KINDS})(?: (?P<name2>{NAME}))?)"
@@ -373,7 +407,11 @@ ENDINGS: tuple[Rule, ...] = (
         r"^i (?:have )?(?:started|am starting|began|have begun) eating (?P<food>meat|chicken|"
         r"fish|beef|pork|dairy|eggs|seafood)\b",
     ),
-    _r(retired, r"^i (?:have )?retired(?: from (?P<org>[^,]+?))?(?= after| at| in| on|,|$)"),
+    _r(
+        retired,
+        r"^i (?:have |am |am officially |officially )?(?:retired|retiring)"
+        r"(?: from (?P<org>[^,]+?))?(?= after| at| in| on| next| this|,|$)",
+    ),
     _r(promoted, r"^i (?:got|was|have been|am being) promoted to (?P<job>.+)$"),
     # "I'm back into F1" says again what "I stopped watching F1" ended
     _r(back_into, r"^i am back (?:into|to) (?P<v>.+)$"),

@@ -201,7 +201,7 @@ _CUT = re.compile(
 _FILLERS = re.compile(
     r"[\s,]+(?:now|currently|at the moment|these days|nowadays|for now|too|again|as "
     r"well|a lot|so much|very much|lol|haha|though|right now|anymore|someday|one day|eventually|"
-    r"at some point|thanks|thank you|thx|please)$",
+    r"at some point|thanks|thank you|thx|please|tbh|tbf|ngl|imo|smh|fr|lmao|xx|x)$",
     re.I,
 )
 _FIRST_PERSON = [

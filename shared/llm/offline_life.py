@@ -77,7 +77,7 @@ def have(m: M, c: Ctx) -> list[Item]:
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
     if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):
         return pets
-    if pets and head in ("pet", "pets", "animal", "animals"):
+    if pets and (head in ("pet", "pets", "animal", "animals") or re.fullmatch(PETS + "s?", head)):
         return pets  # "3 pets: a husky called Bruno, ...": each pet says it, not the count
     when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"

@@ -86,7 +86,7 @@ def ends(ending: FactLike, held: FactLike) -> bool:
     ended_value = held_value(ending.type, ending.details)
     if any_attribute(ending):
         return (
-            held.type in ("identity", "fact")
+            held.type in ("identity", "fact", "relationship")
             and _core(ended_value) not in WILDCARDS
             and values_match(ended_value, held_value(held.type, held.details))
         )

@@ -283,7 +283,7 @@ def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]
     (the slot's state is now "ended", until a new value comes); when it matches no active
     value while its slot holds another ("quit Siemens" after "works at SAP"), it is history
     only and holds no slot, so it cannot retire that other value."""
-    types = ("identity", "fact") if any_attribute(ending) else (ending.type,)
+    types = ("identity", "fact", "relationship") if any_attribute(ending) else (ending.type,)
     held = _active_of_type(session, prov.user_id, *types)
     # a fact said after the ending (an old transcript imported late) is not ended by it
     targets = [f for f in held if ends(ending, f) and f.first_seen_at <= prov.seen_at]
