@@ -18,6 +18,7 @@ from services.api.routes import (
     health,
     history,
     jobs,
+    mem0,
     memories,
     ops,
     replay,
@@ -90,6 +91,7 @@ def create_app(
         admin,
         ops,
         replay,
+        mem0,
     ):
         app.include_router(module.router)
     return app
