@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.inputs import ID_RULE, is_identifier
 from shared.mem0_compat.typed import typed_facts
 from shared.memory.normalize import content_hash
 from shared.memory.reader import MemoryPublic, memories_public
@@ -99,7 +100,10 @@ def owner_of(body: dict[str, Any]) -> str:
         for key in ENTITY_KEYS:
             value = source.get(key)
             if isinstance(value, str) and value and value != "*":
-                return value if key == "user_id" else f"{key.removesuffix('_id')}:{value}"
+                owner = value if key == "user_id" else f"{key.removesuffix('_id')}:{value}"
+                if not is_identifier(owner):
+                    raise InvalidInput(f"{key}: invalid id; use {ID_RULE}", details={key: value})
+                return owner
     raise InvalidInput(
         "name whose memories these are: filters={'user_id': '...'} (or agent_id, app_id, run_id)",
         details={"accepted": list(ENTITY_KEYS)},

@@ -49,11 +49,16 @@ class WriteSummary:
     unchanged: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
 
+    def take_all(self, other: WriteSummary) -> None:
+        self.added += other.added
+        self.merged += other.merged
+        self.unchanged += other.unchanged
+        self.superseded += other.superseded
+
     def take(self, outcome: WriteOutcome) -> None:
-        self.added += outcome.added
-        self.merged += outcome.merged
-        self.unchanged += outcome.unchanged
-        self.superseded += outcome.superseded
+        self.take_all(
+            WriteSummary(outcome.added, outcome.merged, outcome.unchanged, outcome.superseded)
+        )
 
 
 def write_records(

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlmodel import Session
 
 from services.api.deps import (
@@ -17,8 +17,9 @@ from services.api.deps import (
     tenant_of,
 )
 from shared.db.models import ExtractionRun, User, new_id, utcnow
-from shared.errors import NotFound
-from shared.ingest import TranscriptLine, find_user
+from shared.errors import InvalidInput, NotFound
+from shared.ingest import TranscriptLine, find_user, validate_content
+from shared.inputs import storable
 from shared.mem0_compat.memories import (
     Mem0History,
     Mem0Hit,
@@ -54,10 +55,17 @@ async def mem0_tenant(
 TenantDep = Annotated[str, Depends(mem0_tenant)]
 
 
-class Mem0Request(BaseModel):
+class Mem0Body(BaseModel):
     # mem0's clients send options tiermem does not use (rerank, fields, …): ignored.
     model_config = ConfigDict(extra="allow")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        return storable(data)
+
+
+class Mem0Request(Mem0Body):
     user_id: str | None = None
     agent_id: str | None = None
     app_id: str | None = None
@@ -68,7 +76,7 @@ class Mem0Request(BaseModel):
         return owner_of({**self.model_dump(exclude={"filters"}), "filters": self.filters})
 
 
-class Mem0Message(BaseModel):
+class Mem0Message(Mem0Body):
     role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(min_length=1)
 
@@ -106,8 +114,7 @@ class Page(BaseModel):
     results: list[Mem0Memory]
 
 
-class UpdateIn(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class UpdateIn(Mem0Body):
     text: str | None = Field(default=None, max_length=4000)
     metadata: dict[str, Any] | None = None
 
@@ -154,6 +161,8 @@ def add(
     each message becomes typed memories now (shared.mem0_compat.writing)."""
     owner = body.owner()
     said = dt.datetime.fromtimestamp(body.timestamp, dt.UTC) if body.timestamp else utcnow()
+    for i, m in enumerate(body.messages):  # bad text is refused before anything is stored
+        validate_content(m.content, settings=runtime.settings, where=f"messages[{i}]")
     if not body.infer:
         records = [
             Mem0Record(new_id(), m.content, owner, said, metadata=body.metadata or {})
@@ -176,14 +185,19 @@ def add(
         )
     run_id = body.run_id or f"mem0-{owner}"
     session_id = run_id if len(run_id) <= 128 else point_id("mem0", run_id)
-    lines = [
-        TranscriptLine.model_validate(
-            {"user_id": owner, "session_id": session_id, "role": m.role, "content": m.content,
-             "created_at": said},
-            strict=False,
-        )
-        for m in body.messages
-    ]  # fmt: skip
+    try:
+        lines = [
+            TranscriptLine.model_validate(
+                {"user_id": owner, "session_id": session_id, "role": m.role,
+                 "content": m.content, "created_at": said},
+                strict=False,
+            )
+            for m in body.messages
+        ]  # fmt: skip
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"messages: {where}: {first['msg']}") from exc
     summary = import_lines(
         session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
     )
