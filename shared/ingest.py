@@ -504,6 +504,14 @@ def _get_or_create_session(session: Session, tenant_id: str, user_id: str, exter
     return str(row.id)
 
 
+def user_for(*, session: Session, tenant_id: str, user_external_id: str) -> User:
+    """The tenant's user by their id, created (not committed) when new."""
+    user_id = _get_or_create_user(session, tenant_id, user_external_id)
+    user = session.get(User, user_id)
+    assert user is not None
+    return user
+
+
 def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> User:
     user = session.exec(
         select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)

@@ -135,10 +135,15 @@ class RequestModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _valid_text(cls, data: Any) -> Any:
-        for where, index, kind in invalid_text(data):
-            context = {"field": where or "the body", "index": index}
-            raise PydanticCustomError(kind, _UNSTORABLE[kind], context)
-        return _integral_floats_as_ints(data)
+        return _integral_floats_as_ints(storable(data))
+
+
+def storable(data: Any) -> Any:
+    """`data` as it is, or a validation error naming the first text no database stores."""
+    for where, index, kind in invalid_text(data):
+        context = {"field": where or "the body", "index": index}
+        raise PydanticCustomError(kind, _UNSTORABLE[kind], context)
+    return data
 
 
 def _integral_floats_as_ints(value: Any) -> Any:

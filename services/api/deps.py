@@ -41,14 +41,18 @@ def get_db(request: Request, runtime: RuntimeDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_db)]
 
 
-async def get_principal(
-    runtime: RuntimeDep,
-    authorization: Annotated[str | None, Header()] = None,
-    x_api_key: Annotated[str | None, Header()] = None,
-) -> Principal:
-    key = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        key = authorization[7:].strip()
+def key_from_headers(
+    authorization: str | None, x_api_key: str | None, schemes: tuple[str, ...] = ("bearer",)
+) -> str | None:
+    """The key an `Authorization: <scheme> <key>` or `X-API-Key` header carries."""
+    if authorization:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() in schemes and value.strip():
+            return value.strip()
+    return x_api_key
+
+
+async def principal_of(runtime: Runtime, key: str | None) -> Principal:
     if not key:
         raise missing_key()
     digest = hash_key(key)
@@ -63,6 +67,14 @@ async def get_principal(
     principal = await run_in_threadpool(lookup)
     runtime.key_cache.put(digest, principal)
     return principal
+
+
+async def get_principal(
+    runtime: RuntimeDep,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Principal:
+    return await principal_of(runtime, key_from_headers(authorization, x_api_key))
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -19,6 +19,7 @@ from services.api.routes import (
     health,
     history,
     jobs,
+    mem0,
     memories,
     ops,
     replay,
@@ -95,6 +96,7 @@ def create_app(
         admin,
         ops,
         replay,
+        mem0,
     ):
         app.include_router(module.router)
     mcp_server = mount_mcp(app)

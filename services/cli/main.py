@@ -9,7 +9,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -34,6 +34,9 @@ cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
 cli.add_typer(replay_cli, name="replay")
 cli.command()(mcp)
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
 console = Console(stderr=True)
 
 
@@ -233,7 +236,6 @@ def import_(
 
     from shared.db.migrate import upgrade_to_head
     from shared.runtime import Runtime
-    from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
     from shared.transcripts import import_lines, read_jsonl
 
     settings = load_settings()
@@ -242,20 +244,14 @@ def import_(
     enqueue = _enqueuer(settings)
     try:
         with Session(runtime.engine, expire_on_commit=False) as session:
-            ensure_dev_tenant(session=session, settings=settings)
-            name = tenant or settings.auth.dev_tenant
-            row = get_tenant_by_name(session=session, name=name)
-            if row is None:
-                raise DomainError(
-                    f"tenant {name!r} not found; create it: tiermem tenants create {name}"
-                )
+            tenant_id = _import_tenant(session, settings, tenant)
             lines = list(read_jsonl(file.open(encoding="utf-8")))
             stored = dupes = queued = 0
             with _progress() as progress:
                 task = progress.add_task("importing", total=len(lines))
                 for chunk in _chunks(lines, batch_size):
                     summary = import_lines(
-                        session=session, settings=settings, tenant_id=row.id, lines=chunk
+                        session=session, settings=settings, tenant_id=tenant_id, lines=chunk
                     )
                     enqueue(summary.run_ids)
                     stored, dupes = stored + summary.stored, dupes + summary.duplicates
@@ -300,6 +296,63 @@ def _wake_running_serve(settings: Settings) -> FolderOwner | None:
     except OSError:
         return None
     return owner
+
+
+@cli.command("import-mem0")
+def import_mem0(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="mem0's embedded Qdrant folder (its vector_store path), or a JSON export "
+            "(what MemoryClient.get_all / Memory.get_all answer)"
+        ),
+    ],
+    collection: Annotated[str, typer.Option(help="the Qdrant collection mem0 used")] = "mem0",
+    tenant: Annotated[
+        str | None, typer.Option(help="tenant name (default: the dev tenant)")
+    ] = None,
+    user: Annotated[str | None, typer.Option(help="owner of memories that name no user_id")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, max=5000)] = 200,
+) -> None:
+    """Bring a mem0 store's memories in as typed facts (extractor mem0-import); a rerun
+    adds nothing."""
+    from sqlmodel import Session
+
+    from shared.db.migrate import upgrade_to_head
+    from shared.mem0_compat.reading import read_store
+    from shared.mem0_compat.writing import WriteSummary, write_records
+    from shared.runtime import Runtime
+
+    settings = load_settings()
+    upgrade_to_head(settings)
+    runtime = Runtime(settings)
+    summary = WriteSummary()
+    try:
+        records = read_store(source, collection=collection, user_id=user)
+        _own_vector_folder(settings, "import-mem0", lambda: runtime.vectors)
+        with Session(runtime.engine, expire_on_commit=False) as session:
+            tenant_id = _import_tenant(session, settings, tenant)
+            with _progress() as progress:
+                task = progress.add_task("importing mem0 memories", total=len(records))
+                for start in range(0, len(records), batch_size):
+                    chunk = records[start : start + batch_size]
+                    summary.take_all(
+                        write_records(
+                            runtime=runtime, session=session, tenant_id=tenant_id, records=chunk
+                        )
+                    )
+                    progress.advance(task, len(chunk))
+    except DomainError as exc:
+        console.print(f"[red]import-mem0 failed:[/red] {exc.message}", soft_wrap=True)
+        raise typer.Exit(1) from exc
+    finally:
+        runtime.close()
+    console.print(
+        f"{len(records)} mem0 memories: {len(summary.added)} facts added, "
+        f"{len(summary.merged)} merged into existing ones, {len(summary.superseded)} "
+        f"superseded, {len(summary.unchanged)} already imported",
+        soft_wrap=True,
+    )
 
 
 @cli.command()
@@ -489,6 +542,18 @@ def _own_vector_folder(settings: Settings, command: str, open_store: Callable[[]
             soft_wrap=True,
         )
         raise typer.Exit(1) from exc
+
+
+def _import_tenant(session: Session, settings: Settings, tenant: str | None) -> str:
+    """The id of the tenant an import writes to (the dev tenant by default, made if new)."""
+    from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
+
+    ensure_dev_tenant(session=session, settings=settings)
+    name = tenant or settings.auth.dev_tenant
+    row = get_tenant_by_name(session=session, name=name)
+    if row is None:
+        raise DomainError(f"tenant {name!r} not found; create it: tiermem tenants create {name}")
+    return row.id
 
 
 def _enqueuer(settings: Settings) -> Callable[[list[str]], None]:
