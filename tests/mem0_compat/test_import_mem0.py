@@ -77,7 +77,7 @@ def test_a_mem0_qdrant_folder_comes_in_typed_and_twice_adds_nothing(
     first = import_mem0(tmp_path, str(tmp_path / "qdrant"))
     assert "5 mem0 memories: 5 facts added" in first, first
     facts = {f.content: f for f in facts_of(tmp_path)}
-    assert facts["The user's name is Alex."].slot == "identity/user/name"
+    assert facts["The user's name is Alex."].slot == "identity/name"
     assert facts["The user likes pizza."].type == "preference"
     # Nothing the rules know: a `fact` without a slot, holding mem0's text as it was.
     assert facts["Had a long week at work"].type == "fact"
@@ -116,7 +116,7 @@ def test_an_export_comes_in_for_its_users_and_a_rerun_adds_nothing(
     assert "0 facts added" in import_mem0(tmp_path, str(path))
     facts = facts_of(tmp_path)
     assert [(f.type, f.slot) for f in facts] == [
-        ("fact", "fact/user/diet"),
-        ("goal", "goal/user/learn_spanish"),
+        ("fact", "fact/diet"),
+        ("goal", "goal/learn_spanish"),
     ]
     assert facts[0].details["mem0"]["metadata"] == {"source": "onboarding"}

@@ -80,7 +80,7 @@ def test_update_keeps_the_id_and_history_shows_both_versions(client: Any) -> Non
     assert updated["id"] == memory["id"] and updated["memory"] == "Lives in Bergen"
     assert client.get(memory["id"])["memory"] == "Lives in Bergen"
     # The new text is typed by the offline rules: it holds the location slot now.
-    assert updated["metadata"]["tiermem"]["slot"] == "identity/user/location"
+    assert updated["metadata"]["tiermem"]["slot"] == "identity/location"
     history = client.history(memory["id"])
     assert [(h["event"], h["old_memory"], h["new_memory"]) for h in history] == [
         ("ADD", None, "The user lives in Oslo."),
