@@ -41,7 +41,8 @@ _SAYS_UNSUPPORTED = re.compile(
     r"extra inputs are not permitted",
     re.IGNORECASE,
 )
-_NOTE_CHARS = 400
+# A run's response_format_note holds at most NOTE_CHARS; the server's words get REASON_CHARS.
+NOTE_CHARS, _REASON_CHARS = 500, 400
 
 
 def rejects_structured_output(status: int, said: str) -> bool:
@@ -193,7 +194,8 @@ class LLMClient:
             first = self._call(messages, fmt, schema, schema_name, max_tokens)
         except _StructuredOutputRejected as rejected:
             # Once, at once: the same call in JSON mode, the schema moved into the prompt.
-            fmt = CallFormat(JSON_OBJECT, f"fell back to json_object: {rejected.reason}")
+            note = f"fell back to json_object: {rejected.reason}"
+            fmt = CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
             messages = _messages(system, user, schema, fmt)
             first = self._call(messages, fmt, schema, schema_name, max_tokens)
             self.fallbacks.remember(self.base_url, self.settings.model, rejected.reason)
@@ -261,7 +263,8 @@ class LLMClient:
         if self.settings.fallback_to_json_object:
             reason = self.fallbacks.reason(self.base_url, self.settings.model)
             if reason is not None:
-                return CallFormat(JSON_OBJECT, f"json_object since an earlier call: {reason}")
+                note = f"json_object since an earlier call: {reason}"
+                return CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
         return CallFormat(JSON_SCHEMA)
 
     def _call(
@@ -336,7 +339,7 @@ class LLMClient:
         status = exc.status_code
         if fmt.type == JSON_SCHEMA and self.settings.fallback_to_json_object:
             reason = f"the server rejected json_schema (HTTP {status}: {said})"
-            return _StructuredOutputRejected(reason[:_NOTE_CHARS])
+            return _StructuredOutputRejected(reason[:_REASON_CHARS])
         if fmt.type == JSON_SCHEMA:
             advice = (
                 "set TIERMEM_LLM__RESPONSE_FORMAT=json_object "

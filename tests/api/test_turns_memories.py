@@ -193,6 +193,48 @@ def test_malformed_output_twice_fails_visibly(
     assert job["status"] == "failed"
     assert "JSON" in job["error"] or "json" in job["error"]
     assert job["attempts"] == 1  # a permanent error is not retried
+    # A failed run names the model it called and how it asked for JSON.
+    assert job["model"] == "gpt-4o-mini"
+    assert job["response_format"] == "json_schema" and job["response_format_note"] is None
+
+
+def test_a_server_without_structured_outputs_is_answered_in_json_mode(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.reject_json_schema()  # HTTP 500 naming json_schema, as llama.cpp's server
+    scripted_llm.script(
+        "Oslo", f.facts(f.identity("Ana", "location", "Oslo", "Ana lives in Oslo."))
+    )
+    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"])
+    assert job["status"] == "done" and job["attempts"] == 1 and job["facts_added"] == 1
+    assert job["response_format"] == "json_object"
+    assert job["response_format_note"].startswith(
+        "fell back to json_object: the server rejected json_schema (HTTP 500: "
+    )
+    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()] == [
+        "json_schema",
+        "json_object",
+    ]
+
+    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I like skiing"))["job_id"])
+    assert job["status"] == "done" and job["response_format"] == "json_object"
+    assert job["response_format_note"].startswith("json_object since an earlier call: ")
+    assert len(scripted_llm.chat_requests()) == 3  # straight to json_object
+
+
+def test_a_plain_server_error_is_retried_as_before(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.misbehave("500", times=1)  # nothing about the format: transient
+    job = wait_job(
+        client, post_turn(client, "s1", f.turn("ana", "I work as a nurse"))["job_id"], timeout=60
+    )
+    assert job["status"] == "done" and job["attempts"] == 2
+    assert job["response_format"] == "json_schema" and job["response_format_note"] is None
+    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()] == [
+        "json_schema",
+        "json_schema",
+    ]
 
 
 def test_same_external_ids_are_stored_once(client: TestClient, runtime: Runtime) -> None:
