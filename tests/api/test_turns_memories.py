@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlmodel import Session, func, select
 
+from services.cli.ops import render
 from shared.db.models import ExtractionRun, Fact, Message
+from shared.ops.queues import OpsSnapshot
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.conftest import ADMIN_KEY, make_settings, wait_job
@@ -220,6 +223,18 @@ def test_a_server_without_structured_outputs_is_answered_in_json_mode(
     assert job["status"] == "done" and job["response_format"] == "json_object"
     assert job["response_format_note"].startswith("json_object since an earlier call: ")
     assert len(scripted_llm.chat_requests()) == 3  # straight to json_object
+
+    # The ops view lists the model running in fallback, with what its server said.
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    snap = client.get("/v1/ops/queues", headers=admin).json()
+    (fallback,) = snap["llm_format_fallbacks"]
+    assert (fallback["model"], fallback["runs"], fallback["runs_15m"]) == ("gpt-4o-mini", 2, 2)
+    assert fallback["note"].startswith("json_object since an earlier call: ")
+    metrics = client.get("/metrics", headers=admin).text
+    assert 'tiermem_llm_structured_output_fallbacks_total{model="gpt-4o-mini"} 2' in metrics
+    console = Console(record=True, width=200)
+    console.print(render(OpsSnapshot.model_validate(snap), []))
+    assert "json_object fallback" in console.export_text()
 
 
 def test_a_plain_server_error_is_retried_as_before(
