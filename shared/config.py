@@ -24,6 +24,10 @@ class LLMSettings(BaseModel):
     # "json_schema" for servers that support structured outputs (OpenAI, vLLM, recent
     # llama.cpp); "json_object" for servers that only know JSON mode.
     response_format: Literal["json_schema", "json_object"] = "json_schema"
+    # A server that refuses json_schema (llama.cpp's answers HTTP 500, others 400) gets the
+    # same call again at once in json_object mode, schema in the prompt; when that works,
+    # the process keeps using json_object for this base_url and model (ADR 0018).
+    fallback_to_json_object: bool = True
     temperature: float = 0.0
     max_tokens: int = 1500
     # For the ops view's cost estimate only (USD per million tokens; gpt-4o-mini's list price).

@@ -22,7 +22,11 @@ class JobPublic(BaseModel):
     reply_message_id: str | None
     extractor: str  # "llm" or "offline" (the labelled rule-based fallback)
     extractor_version: str | None
-    model: str | None
+    model: str | None  # the model called, on failure too
+    # "json_schema" or "json_object"; the note says why json_object when json_schema was
+    # configured ("fell back to json_object: the server rejected json_schema (HTTP 500: ...)").
+    response_format: str | None
+    response_format_note: str | None
     prompt_hash: str | None
     facts_extracted: int
     facts_invalid: int

@@ -36,6 +36,18 @@ MISBEHAVIOURS = (
 # What a misconfigured proxy or a web server at the wrong URL answers: 200, not JSON.
 HTML_BODY = b"<html><body>Welcome to nginx!</body></html>"
 _STATUS_MODE = re.compile(r"^[45]\d\d$")
+# What llama-cpp-python's server answers a json_schema request (HTTP 500): its request model
+# only knows "text" and "json_object", and its route handler turns the validation error
+# into an internal_server_error.
+LLAMA_CPP_JSON_SCHEMA_ERROR = (
+    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+)
+# What OpenAI answers a model without structured outputs (HTTP 400).
+OPENAI_JSON_SCHEMA_ERROR = (
+    "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+)
 _ERROR_TEXT = {
     400: ("invalid_request_error", "Invalid request (scripted)."),
     401: ("invalid_request_error", "Incorrect API key provided (scripted)."),
@@ -79,6 +91,9 @@ class ScriptedLLM:
         # loses, never what a model would find).
         self.offline_facts = offline_facts
         self.requests: list[dict[str, Any]] = []
+        # Set: chat requests asking for response_format json_schema fail with this status
+        # (500 as llama.cpp's server does, 400 as OpenAI's older models do); json_object works.
+        self.json_schema_status: int | None = None
         self._scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
         self._misbehaviours: list[_Misbehaviour] = []
         self._lock = threading.Lock()
@@ -148,8 +163,15 @@ class ScriptedLLM:
                 _Misbehaviour(mode, times, match.lower() if match else None, delay_s)
             )
 
+    def reject_json_schema(self, status: int | None = 500) -> None:
+        """Refuse response_format json_schema like a server without structured outputs:
+        500 with llama.cpp's validation error, 400 with OpenAI's; None accepts it again."""
+        with self._lock:
+            self.json_schema_status = status
+
     def reset(self) -> None:
         with self._lock:
+            self.json_schema_status = None
             self._scripts.clear()
             self._misbehaviours.clear()
             # In place, so a test holding `llm.requests` sees the same list.
@@ -267,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         last_user = _last_user_text(messages)
         model = str(body.get("model") or MODEL_ID)
+        if self._rejects_format(body):
+            return
         mb = llm._take_misbehaviour([last_user])
         if mb and self._fail(mb):
             return
@@ -379,6 +403,17 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     # -- failure modes ---------------------------------------------------------------------
+
+    def _rejects_format(self, body: dict[str, Any]) -> bool:
+        status = self.server.llm.json_schema_status
+        fmt = body.get("response_format")
+        if status is None or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+            return False
+        if status == 500:
+            self._send_error(500, LLAMA_CPP_JSON_SCHEMA_ERROR, error_type="internal_server_error")
+        else:
+            self._send_error(status, OPENAI_JSON_SCHEMA_ERROR)
+        return True
 
     def _fail(self, mb: _Misbehaviour) -> bool:
         """Act out a misbehaviour; True when the response has been dealt with."""
@@ -618,6 +653,11 @@ def scripted_llm_server() -> Iterator[ScriptedLLM]:
 
 @pytest.fixture
 def scripted_llm(scripted_llm_server: ScriptedLLM) -> ScriptedLLM:
+    from shared.llm.client import FALLBACKS
+
+    # Every test talks to the same base_url: what one test's server refused must not
+    # send the next test's calls straight to json_object.
+    FALLBACKS.clear()
     scripted_llm_server.reset()
     scripted_llm_server.latency_s = 0.0
     scripted_llm_server.facts_per_turn = 0

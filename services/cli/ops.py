@@ -78,6 +78,14 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
         for q, orphan in orphans[:failed]:
             orphaned.add_row(orphan.id, q.name, orphan.worker, f"{orphan.resend_in_s:g}")
         parts.append(orphaned)
+    if snap.llm_format_fallbacks:
+        fallbacks = _table(
+            "LLM models in json_object fallback (their server rejected json_schema)",
+            "model", "latest note", "runs", "runs 15m", left=2,
+        )  # fmt: skip
+        for fb in snap.llm_format_fallbacks:
+            fallbacks.add_row(fb.model, (fb.note or "")[:120], str(fb.runs), str(fb.runs_15m))
+        parts.append(fallbacks)
     failed_runs = [r for q in snap.queues for r in q.failed_runs][:failed]
     if failed_runs:
         runs = _table(

@@ -160,6 +160,14 @@ class ExtractionRun(SQLModel, table=True):
     __table_args__ = (
         Index("ix_runs_status_updated", "status", "updated_at"),
         Index("ix_runs_replay_job_status", "replay_job_id", "status"),
+        # The ops view's "models in json_object fallback": a few rows among millions.
+        Index(
+            "ix_runs_format_fallback",
+            "model",
+            "updated_at",
+            sqlite_where=text("response_format_note IS NOT NULL"),
+            postgresql_where=text("response_format_note IS NOT NULL"),
+        ),
     )
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
@@ -173,8 +181,12 @@ class ExtractionRun(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=Column(Text))
     extractor: str = Field(max_length=16)
     extractor_version: str | None = Field(default=None, max_length=32)
-    model: str | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=100)  # set on failure too (ADR 0018)
     prompt_hash: str | None = Field(default=None, max_length=32)
+    # The LLM call's response_format (json_schema | json_object), and why json_object when
+    # json_schema was configured: the server rejected it, in this run or an earlier one.
+    response_format: str | None = Field(default=None, max_length=16)
+    response_format_note: str | None = Field(default=None, max_length=500)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_ms: float = 0.0

@@ -38,6 +38,9 @@ class ExtractionResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_ms: float = 0.0
+    # The LLM call's response_format, and why json_object when json_schema was configured.
+    response_format: str | None = None
+    response_format_note: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
 
 

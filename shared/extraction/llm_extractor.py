@@ -1,4 +1,4 @@
-"""The LLM extractor: one JSON-schema chat call per turn, then per-item validation."""
+"""The LLM extractor: one JSON chat call per turn, then per-item validation."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ class LLMExtractor:
         result.prompt_tokens = reply.prompt_tokens
         result.completion_tokens = reply.completion_tokens
         result.llm_ms = reply.latency_ms
+        result.response_format = reply.response_format
+        result.response_format_note = reply.response_format_note
         return result
 
     def _result(

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
-from shared.errors import PermanentError, TransientError, Unavailable
+from shared.errors import DomainError, PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speaker
 from shared.memory.history import index_messages, turn_message_ids
 from shared.memory.reader import introduced_name
@@ -126,6 +126,8 @@ def run_extraction(
         )
         _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
         return outcome
+    except (TransientError, Unavailable, PermanentError) as exc:
+        return _failed(runtime, run, exc, last_attempt=last_attempt)
     except IntegrityError as exc:
         # Lost a race the per-user lock should prevent (e.g. the lock expired mid-write):
         # the unique index kept the data right; the retry merges instead of inserting.
@@ -134,19 +136,34 @@ def run_extraction(
     except OperationalError as exc:  # database locked / connection dropped
         _record_error(runtime, run_id, f"database: {exc.orig}", final=last_attempt)
         raise TransientError(f"database error: {exc.orig}") from exc
-    except (TransientError, Unavailable) as exc:  # Unavailable: Qdrant server unreachable
-        _record_error(runtime, run_id, exc.message, final=last_attempt)
-        raise TransientError(exc.message) from exc
-    except PermanentError as exc:
-        _record_error(runtime, run_id, exc.message, final=True)
-        return RunOutcome(
-            run_id, "failed", compress_session_id=(run.session_id if run.reply_message_id else None)
-        )
     except Exception as exc:
         # A bug, not bad luck: fail visibly instead of leaving the run "running" for the
         # sweeper to resend forever.
         _record_error(runtime, run_id, f"{type(exc).__name__}: {exc}", final=True)
         raise
+
+
+# What an LLM error's details say about the call (shared.llm.client): the run keeps them.
+_CALL_DETAILS = ("model", "response_format", "response_format_note")
+
+
+def _failed(
+    runtime: Runtime, run: ExtractionRun, exc: DomainError, *, last_attempt: bool
+) -> RunOutcome:
+    """Transient (and Unavailable: a Qdrant server unreachable) is recorded and raised for
+    the task to retry; permanent fails the run for good."""
+    retry = isinstance(exc, TransientError | Unavailable)
+    # An LLM error names the model it called and the response_format it asked for (all
+    # three are set, so a note left by an earlier attempt does not outlive it).
+    called = (
+        {k: exc.details.get(k) for k in _CALL_DETAILS} if "response_format" in exc.details else {}
+    )
+    _record_error(runtime, run.id, exc.message, final=last_attempt or not retry, fields=called)
+    if retry:
+        raise TransientError(exc.message) from exc
+    return RunOutcome(
+        run.id, "failed", compress_session_id=(run.session_id if run.reply_message_id else None)
+    )
 
 
 def _claim(
@@ -200,6 +217,8 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
         "llm_ms": result.llm_ms,
+        "response_format": result.response_format,
+        "response_format_note": result.response_format_note,
         "facts_extracted": len(result.facts),
         "facts_invalid": result.dropped_invalid,
         "skipped_reason": result.skipped_reason,
@@ -232,12 +251,21 @@ def _finish(
         _set_message_status(session, run, outcome.status)
 
 
-def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> None:
+def _record_error(
+    runtime: Runtime,
+    run_id: str,
+    error: str,
+    *,
+    final: bool,
+    fields: dict[str, object] | None = None,
+) -> None:
     log.warning("extraction run %s failed: %s", run_id, error, extra={"run_id": run_id})
     with session_scope(runtime.engine) as session:
         run = session.get(ExtractionRun, run_id)
         if run is None:
             return
+        for key, value in (fields or {}).items():
+            setattr(run, key, value)
         record_error(run, error, final=final)
         session.add(run)
         _set_message_status(session, run, run.status)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,80 @@ _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
+# ADR 0018: how a server that cannot do structured outputs is told from a failing one.
+_NAMES_THE_FORMAT = re.compile(r"response_format|json_schema|structured output", re.IGNORECASE)
+_SAYS_UNSUPPORTED = re.compile(
+    r"not supported|unsupported|not implemented|unknown parameter|unrecognized|"
+    r"extra inputs are not permitted",
+    re.IGNORECASE,
+)
+# A run's response_format_note holds at most NOTE_CHARS; the server's words get REASON_CHARS.
+NOTE_CHARS, _REASON_CHARS = 500, 400
+
+
+def rejects_structured_output(status: int, said: str) -> bool:
+    """True when an HTTP error answering a json_schema request says the server cannot do it.
+
+    A 400/422 qualifies when it names the format or says something is unsupported: it is a
+    permanent error either way, so a wrong guess costs one extra request. A 500 qualifies
+    only when it names the format (llama.cpp's server answers a validation error naming
+    json_schema with 500): any other 500 is the server failing, retried as transient.
+    """
+    if status in (400, 422):
+        return bool(_NAMES_THE_FORMAT.search(said) or _SAYS_UNSUPPORTED.search(said))
+    if status == 500:
+        return bool(_NAMES_THE_FORMAT.search(said))
+    return False
+
+
+class StructuredOutputFallbacks:
+    """The (base_url, model) pairs seen to reject json_schema and take json_object, with
+    why, for the life of the process: later calls go straight to json_object."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reasons: dict[tuple[str, str], str] = {}
+
+    def reason(self, base_url: str, model: str) -> str | None:
+        with self._lock:
+            return self._reasons.get((base_url, model))
+
+    def remember(self, base_url: str, model: str, reason: str) -> None:
+        with self._lock:
+            self._reasons.setdefault((base_url, model), reason)
+
+    def items(self) -> dict[tuple[str, str], str]:
+        with self._lock:
+            return dict(self._reasons)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._reasons.clear()
+
+
+# One per process, shared by every LLMClient (extraction and summaries make their own).
+FALLBACKS = StructuredOutputFallbacks()
+
+
+@dataclass(frozen=True)
+class CallFormat:
+    """The response_format a call used; `note` says why json_object when json_schema was
+    configured (None when the configured format was used)."""
+
+    type: str  # json_schema | json_object
+    note: str | None = None
+
+    def details(self) -> dict[str, Any]:
+        return {"response_format": self.type, "response_format_note": self.note}
+
+
+class _StructuredOutputRejected(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class MalformedOutput(PermanentError):
     """The model's reply was not the JSON asked for, even after one repair attempt."""
 
@@ -48,6 +123,9 @@ class LLMReply:
     completion_tokens: int
     latency_ms: float
     repaired: bool = False
+    response_format: str = JSON_SCHEMA
+    # Set when json_object was used because the server rejected json_schema (now or before).
+    response_format_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +144,9 @@ class LLMClient:
     TransientError with backoff; retrying in both places would multiply the waits.
     """
 
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(
+        self, settings: LLMSettings, *, fallbacks: StructuredOutputFallbacks | None = None
+    ) -> None:
         if not settings.base_url:
             raise PermanentError(
                 "no LLM endpoint configured: set TIERMEM_LLM__BASE_URL "
@@ -74,6 +154,7 @@ class LLMClient:
             )
         self.settings = settings
         self.base_url = settings.base_url
+        self.fallbacks = FALLBACKS if fallbacks is None else fallbacks
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key,
@@ -106,15 +187,22 @@ class LLMClient:
         Raises TransientError (worth retrying), PermanentError, or MalformedOutput when the
         reply is still not usable JSON after the repair call.
         """
-        if self.settings.response_format == "json_object":
-            system = system + json_mode_instructions(schema)
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user},
-        ]
-        response_format = self._response_format(schema, schema_name)
+        fmt = self._format()
         started = time.perf_counter()
-        first = self._call(messages, response_format, max_tokens)
+        messages = _messages(system, user, schema, fmt)
+        try:
+            first = self._call(messages, fmt, schema, schema_name, max_tokens)
+        except _StructuredOutputRejected as rejected:
+            # Once, at once: the same call in JSON mode, the schema moved into the prompt.
+            note = f"fell back to json_object: {rejected.reason}"
+            fmt = CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
+            messages = _messages(system, user, schema, fmt)
+            first = self._call(messages, fmt, schema, schema_name, max_tokens)
+            self.fallbacks.remember(self.base_url, self.settings.model, rejected.reason)
+            logger.warning(
+                "llm server rejects json_schema; using json_object for this model from now on",
+                extra={"model": self.settings.model, "base_url": self.base_url},
+            )
         data, problem = _parse(first.text, schema)
         calls = [first]
         if problem is not None:
@@ -127,7 +215,7 @@ class LLMClient:
                 {"role": "assistant", "content": first.text},
                 {"role": "user", "content": repair_instructions(problem)},
             ]
-            second = self._call(repair, response_format, max_tokens)
+            second = self._call(repair, fmt, schema, schema_name, max_tokens)
             calls.append(second)
             data, problem = _parse(second.text, schema)
             if problem is not None:
@@ -137,7 +225,11 @@ class LLMClient:
                 raise MalformedOutput(
                     f"LLM reply is not the JSON asked for after one repair attempt: "
                     f"{problem}{hint}; output starts {second.text[:200]!r}",
-                    details={"model": second.model, "output_head": second.text[:200]},
+                    details={
+                        "model": second.model,
+                        "output_head": second.text[:200],
+                        **fmt.details(),
+                    },
                 )
         latency_ms = (time.perf_counter() - started) * 1000
         reply = LLMReply(
@@ -148,6 +240,8 @@ class LLMClient:
             completion_tokens=sum(c.completion_tokens for c in calls),
             latency_ms=latency_ms,
             repaired=len(calls) > 1,
+            response_format=fmt.type,
+            response_format_note=fmt.note,
         )
         logger.info(
             "llm json call done",
@@ -157,24 +251,37 @@ class LLMClient:
                 "completion_tokens": reply.completion_tokens,
                 "latency_ms": round(latency_ms, 1),
                 "repaired": reply.repaired,
+                "response_format": reply.response_format,
             },
         )
         return reply
 
-    def _response_format(self, schema: dict[str, Any], schema_name: str) -> Any:
-        if self.settings.response_format == "json_object":
-            return {"type": "json_object"}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-        }
+    def _format(self) -> CallFormat:
+        """The configured format, unless this server already rejected json_schema."""
+        if self.settings.response_format == JSON_OBJECT:
+            return CallFormat(JSON_OBJECT)
+        if self.settings.fallback_to_json_object:
+            reason = self.fallbacks.reason(self.base_url, self.settings.model)
+            if reason is not None:
+                note = f"json_object since an earlier call: {reason}"
+                return CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
+        return CallFormat(JSON_SCHEMA)
 
     def _call(
         self,
         messages: list[ChatCompletionMessageParam],
-        response_format: Any,
+        fmt: CallFormat,
+        schema: dict[str, Any],
+        schema_name: str,
         max_tokens: int | None = None,
     ) -> _Call:
+        if fmt.type == JSON_OBJECT:
+            response_format: Any = {"type": JSON_OBJECT}
+        else:
+            response_format = {
+                "type": JSON_SCHEMA,
+                "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+            }
         try:
             completion: ChatCompletion = self._client.chat.completions.create(
                 model=self.settings.model,
@@ -183,15 +290,20 @@ class LLMClient:
                 temperature=self.settings.temperature,
                 max_tokens=max_tokens or self.settings.max_tokens,
             )
+        except openai.APIStatusError as exc:
+            rejected = self._format_rejection(exc, fmt)
+            if rejected is not None:
+                raise rejected from exc
+            raise self._map_error(exc, fmt) from exc
         except openai.APIError as exc:
-            raise self._map_error(exc) from exc
+            raise self._map_error(exc, fmt) from exc
         except ValueError as exc:  # a 200 whose body is not JSON at all (openai lets it out)
-            raise self._not_an_api(exc) from exc
+            raise self._not_an_api(exc, fmt) from exc
         # openai builds the model without validating it, so a JSON body of the wrong
         # shape shows up here as a missing or mistyped attribute.
         choices = getattr(completion, "choices", None)
         if not isinstance(choices, list) or not choices:
-            raise self._not_an_api("no choices in the reply")
+            raise self._not_an_api("no choices in the reply", fmt)
         try:
             choice = choices[0]
             text = choice.message.content or ""
@@ -201,11 +313,11 @@ class LLMClient:
             prompt_tokens = int(usage.prompt_tokens) if usage else 0
             completion_tokens = int(usage.completion_tokens) if usage else 0
         except (AttributeError, TypeError, ValueError) as exc:
-            raise self._not_an_api(f"unexpected reply shape: {exc}") from exc
+            raise self._not_an_api(f"unexpected reply shape: {exc}", fmt) from exc
         if refusal:
             raise PermanentError(
                 f"LLM refused the request: {str(refusal)[:200]}",
-                details={"model": completion.model},
+                details={"model": completion.model, **fmt.details()},
             )
         return _Call(
             text=text,
@@ -215,9 +327,46 @@ class LLMClient:
             finish_reason=finish_reason,
         )
 
-    def _map_error(self, exc: openai.APIError) -> TransientError | PermanentError:
+    def _format_rejection(
+        self, exc: openai.APIStatusError, fmt: CallFormat
+    ) -> _StructuredOutputRejected | PermanentError | None:
+        """None unless the error says the server cannot do the format asked for; then try
+        json_object (after json_schema, when allowed) or fail for good: retrying the same
+        request would be refused the same way."""
+        said = upstream_error_text(exc)
+        if not rejects_structured_output(exc.status_code, f"{said} {_body_text(exc)}"):
+            return None
+        status = exc.status_code
+        if fmt.type == JSON_SCHEMA and self.settings.fallback_to_json_object:
+            reason = f"the server rejected json_schema (HTTP {status}: {said})"
+            return _StructuredOutputRejected(reason[:_REASON_CHARS])
+        if fmt.type == JSON_SCHEMA:
+            advice = (
+                "set TIERMEM_LLM__RESPONSE_FORMAT=json_object "
+                "(or TIERMEM_LLM__FALLBACK_TO_JSON_OBJECT=true)"
+            )
+        elif fmt.note is not None:
+            advice = "it rejected json_schema too: use another server or the offline extractor"
+        else:
+            advice = "set TIERMEM_LLM__RESPONSE_FORMAT=json_schema if it supports that"
+        return PermanentError(
+            f"LLM at {self.base_url} rejects response_format {fmt.type} for model "
+            f"{self.settings.model!r} (HTTP {status}: {said}): {advice}",
+            details={
+                "base_url": self.base_url,
+                "model": self.settings.model,
+                "status": status,
+                **fmt.details(),
+            },
+        )
+
+    def _map_error(self, exc: openai.APIError, fmt: CallFormat) -> TransientError | PermanentError:
         where = self.base_url
-        details: dict[str, Any] = {"base_url": where, "model": self.settings.model}
+        details: dict[str, Any] = {
+            "base_url": where,
+            "model": self.settings.model,
+            **fmt.details(),
+        }
         # APITimeoutError subclasses APIConnectionError, so it goes first.
         if isinstance(exc, openai.APITimeoutError):
             return TransientError(
@@ -241,15 +390,32 @@ class LLMClient:
                 return TransientError(f"LLM busy ({status}) at {where}: {said}", details=details)
             return PermanentError(f"{_advice(status, self.settings)} ({said})", details=details)
         # APIResponseValidationError and friends: a 2xx that is not a chat completion.
-        return self._not_an_api(exc)
+        return self._not_an_api(exc, fmt)
 
-    def _not_an_api(self, problem: object) -> PermanentError:
+    def _not_an_api(self, problem: object, fmt: CallFormat) -> PermanentError:
         # Usually a base_url pointing at a web page or proxy rather than the API root.
         return PermanentError(
             f"LLM endpoint at {self.base_url} did not answer like an OpenAI-compatible API "
             f"({problem}): check TIERMEM_LLM__BASE_URL (usually ends in /v1)",
-            details={"base_url": self.base_url, "model": self.settings.model},
+            details={"base_url": self.base_url, "model": self.settings.model, **fmt.details()},
         )
+
+
+def _messages(
+    system: str, user: str, schema: dict[str, Any], fmt: CallFormat
+) -> list[ChatCompletionMessageParam]:
+    # JSON mode does not send the schema, so the prompt carries it.
+    if fmt.type == JSON_OBJECT:
+        system = system + json_mode_instructions(schema)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _body_text(exc: openai.APIStatusError) -> str:
+    """The whole error body as text: a server may name the format outside "message"."""
+    body = exc.body
+    if isinstance(body, dict | list):
+        return json.dumps(body)[:2000]
+    return str(body)[:2000] if body is not None else ""
 
 
 def _advice(status: int, settings: LLMSettings) -> str:

@@ -20,7 +20,7 @@ from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
 from shared.ops import metrics
-from shared.ops.queues import RUN_TABLES, snapshot
+from shared.ops.queues import RUN_TABLES, FormatFallback, OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 
@@ -109,14 +109,14 @@ def _histogram_row(session: Session, column: Any, bounds: Sequence[float]) -> Se
 
 def _queues(
     out: Exposition, session: Session, settings: Settings, workers: list[WorkerInfo]
-) -> list[Any]:
+) -> OpsSnapshot:
     snap = snapshot(session=session, settings=settings, failed_limit=0, workers=workers)
     for name, help_text, field in QUEUE_GAUGES:
         out.family(name, "gauge", help_text)
         for queue in snap.queues:
             value = getattr(queue, field)
             out.sample(name, int(value) if isinstance(value, bool) else value, queue=queue.name)
-    return list(snap.tenants)
+    return snap
 
 
 def _runs(out: Exposition, session: Session) -> None:
@@ -190,6 +190,15 @@ def _llm(out: Exposition, session: Session) -> None:
         )
 
 
+def _format_fallbacks(out: Exposition, fallbacks: list[FormatFallback]) -> None:
+    name = "tiermem_llm_structured_output_fallbacks_total"
+    out.family(
+        name, "counter", "extraction runs that used json_object: the server rejected json_schema"
+    )
+    for fallback in fallbacks:
+        out.sample(name, fallback.runs, model=fallback.model)
+
+
 def _guard(out: Exposition, session: Session) -> None:
     out.family("tiermem_facts_quarantined", "gauge", "facts kept out of prompts by the guard")
     quarantined = session.execute(
@@ -246,12 +255,13 @@ def _vectors(out: Exposition, stats: VectorStats) -> None:
 def render(*, session: Session, settings: Settings, vectors: VectorStats | None = None) -> str:
     out = Exposition()
     workers = HeartbeatStore.from_settings(settings).read()  # once: queues and workers
-    tenants = _queues(out, session, settings, workers)
+    snap = _queues(out, session, settings, workers)
     _runs(out, session)
     _llm(out, session)
+    _format_fallbacks(out, snap.llm_format_fallbacks)
     _guard(out, session)
     _workers(out, workers)
-    _tenants(out, tenants)
+    _tenants(out, list(snap.tenants))
     if vectors is not None:
         _vectors(out, vectors)
     # the process's prometheus_client metrics, in the same text format, after the rest

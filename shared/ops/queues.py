@@ -90,11 +90,24 @@ class TenantStats(BaseModel):
     estimated_cost_usd: float
 
 
+class FormatFallback(BaseModel):
+    """A model whose server rejected json_schema: its extraction runs use json_object."""
+
+    model: str
+    runs: int  # extraction runs that used json_object for that reason
+    runs_15m: int
+    last_at: dt.datetime
+    note: str | None  # the latest such run's note: what the server said
+
+
 class OpsSnapshot(BaseModel):
     at: dt.datetime
     broker: str  # "redis" or "in-process"
     queues: list[QueueStats]
     tenants: list[TenantStats]
+    # Models running in json_object fallback (ADR 0018); empty while every server takes
+    # json_schema (or json_object is configured).
+    llm_format_fallbacks: list[FormatFallback] = []
 
 
 @dataclass
@@ -421,6 +434,44 @@ def tenant_stats(
     return out
 
 
+def format_fallbacks(
+    session: Session, now: dt.datetime, tenant_id: str | None = None
+) -> list[FormatFallback]:
+    """Per model, the extraction runs that used json_object because its server rejected
+    json_schema (read through the partial index ix_runs_format_fallback)."""
+    fell_back = col(ExtractionRun.response_format_note).is_not(None)
+    scope = fell_back & of_tenant(ExtractionRun, tenant_id)
+    since = now - dt.timedelta(minutes=15)
+    rows = session.exec(
+        select(
+            ExtractionRun.model,
+            func.count(),
+            func.sum(case((col(ExtractionRun.updated_at) >= since, 1), else_=0)),
+            func.max(ExtractionRun.updated_at),
+        )
+        .where(scope)
+        .group_by(col(ExtractionRun.model))
+    ).all()
+    out = []
+    for model, runs, recent, last_at in rows:
+        note = session.exec(
+            select(ExtractionRun.response_format_note)
+            .where(scope, ExtractionRun.model == model)
+            .order_by(col(ExtractionRun.updated_at).desc())
+            .limit(1)
+        ).first()
+        out.append(
+            FormatFallback(
+                model=model or "unknown",
+                runs=int(runs),
+                runs_15m=int(recent or 0),
+                last_at=utc(last_at),
+                note=note,
+            )
+        )
+    return sorted(out, key=lambda f: f.last_at, reverse=True)
+
+
 def snapshot(
     *,
     session: Session,
@@ -460,4 +511,5 @@ def snapshot(
         broker="redis" if broker.available else "in-process",
         queues=queues,
         tenants=tenant_stats(session, settings, now, tenant_id),
+        llm_format_fallbacks=format_fallbacks(session, now, tenant_id),
     )

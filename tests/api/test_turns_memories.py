@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlmodel import Session, func, select
 
+from services.cli.ops import render
 from shared.db.models import ExtractionRun, Fact, Message
+from shared.ops.queues import OpsSnapshot
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.conftest import ADMIN_KEY, make_settings, wait_job
@@ -193,6 +196,60 @@ def test_malformed_output_twice_fails_visibly(
     assert job["status"] == "failed"
     assert "JSON" in job["error"] or "json" in job["error"]
     assert job["attempts"] == 1  # a permanent error is not retried
+    # A failed run names the model it called and how it asked for JSON.
+    assert job["model"] == "gpt-4o-mini"
+    assert job["response_format"] == "json_schema" and job["response_format_note"] is None
+
+
+def test_a_server_without_structured_outputs_is_answered_in_json_mode(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.reject_json_schema()  # HTTP 500 naming json_schema, as llama.cpp's server
+    scripted_llm.script(
+        "Oslo", f.facts(f.identity("Ana", "location", "Oslo", "Ana lives in Oslo."))
+    )
+    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"])
+    assert job["status"] == "done" and job["attempts"] == 1 and job["facts_added"] == 1
+    assert job["response_format"] == "json_object"
+    assert job["response_format_note"].startswith(
+        "fell back to json_object: the server rejected json_schema (HTTP 500: "
+    )
+    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()] == [
+        "json_schema",
+        "json_object",
+    ]
+
+    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I like skiing"))["job_id"])
+    assert job["status"] == "done" and job["response_format"] == "json_object"
+    assert job["response_format_note"].startswith("json_object since an earlier call: ")
+    assert len(scripted_llm.chat_requests()) == 3  # straight to json_object
+
+    # The ops view lists the model running in fallback, with what its server said.
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    snap = client.get("/v1/ops/queues", headers=admin).json()
+    (fallback,) = snap["llm_format_fallbacks"]
+    assert (fallback["model"], fallback["runs"], fallback["runs_15m"]) == ("gpt-4o-mini", 2, 2)
+    assert fallback["note"].startswith("json_object since an earlier call: ")
+    metrics = client.get("/metrics", headers=admin).text
+    assert 'tiermem_llm_structured_output_fallbacks_total{model="gpt-4o-mini"} 2' in metrics
+    console = Console(record=True, width=200)
+    console.print(render(OpsSnapshot.model_validate(snap), []))
+    assert "json_object fallback" in console.export_text()
+
+
+def test_a_plain_server_error_is_retried_as_before(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.misbehave("500", times=1)  # nothing about the format: transient
+    job = wait_job(
+        client, post_turn(client, "s1", f.turn("ana", "I work as a nurse"))["job_id"], timeout=60
+    )
+    assert job["status"] == "done" and job["attempts"] == 2
+    assert job["response_format"] == "json_schema" and job["response_format_note"] is None
+    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()] == [
+        "json_schema",
+        "json_schema",
+    ]
 
 
 def test_same_external_ids_are_stored_once(client: TestClient, runtime: Runtime) -> None:

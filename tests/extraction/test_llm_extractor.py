@@ -17,7 +17,12 @@ from shared.errors import PermanentError, TransientError
 from shared.extraction.base import Extractor, TurnInput
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
 from shared.extraction.schemas import strict_json_schema
-from shared.llm.client import LLMClient, MalformedOutput
+from shared.llm.client import (
+    LLMClient,
+    MalformedOutput,
+    StructuredOutputFallbacks,
+    rejects_structured_output,
+)
 from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from tests.scripted_llm import ScriptedLLM
 
@@ -374,3 +379,129 @@ def test_prompt_resolves_against_the_turn_date() -> None:
 def test_missing_base_url_is_permanent() -> None:
     with pytest.raises(PermanentError, match="TIERMEM_LLM__BASE_URL"):
         LLMClient(LLMSettings())
+
+
+# -- servers without structured outputs (ADR 0018) -------------------------------------------
+
+
+def _formats(llm: ScriptedLLM) -> list[str]:
+    return [r["response_format"]["type"] for r in llm.chat_requests()]
+
+
+@pytest.mark.parametrize("status", [500, 400])
+def test_a_server_that_rejects_json_schema_gets_json_object_at_once(
+    scripted_llm: ScriptedLLM, status: int
+) -> None:
+    scripted_llm.reject_json_schema(status)  # 500: llama.cpp's server; 400: OpenAI's
+    scripted_llm.script("Lisbon", {"facts": ALL_SIX})
+    fallbacks = StructuredOutputFallbacks()
+    settings = _settings(scripted_llm)
+    extractor = LLMExtractor(
+        settings, ExtractionSettings(), client=LLMClient(settings, fallbacks=fallbacks)
+    )
+
+    result = extractor.extract(TURN)
+
+    assert len(result.facts) == 6
+    assert _formats(scripted_llm) == ["json_schema", "json_object"]
+    retry = scripted_llm.chat_requests()[1]
+    assert (
+        json.dumps(strict_json_schema(), separators=(",", ":")) in retry["messages"][0]["content"]
+    )
+    assert result.response_format == "json_object"
+    assert result.response_format_note is not None
+    assert result.response_format_note.startswith(
+        f"fell back to json_object: the server rejected json_schema (HTTP {status}: "
+    )
+    assert "json_schema" in fallbacks.items()[(scripted_llm.base_url, "test-model")]
+
+    # Remembered for this base_url and model: the next turn goes straight to json_object.
+    again = extractor.extract(TURN)
+    assert _formats(scripted_llm) == ["json_schema", "json_object", "json_object"]
+    assert again.response_format == "json_object"
+    assert again.response_format_note is not None
+    assert again.response_format_note.startswith("json_object since an earlier call: ")
+    # Another model on the same server is asked for json_schema again.
+    other = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="other-model")
+    LLMExtractor(other, ExtractionSettings(), client=LLMClient(other, fallbacks=fallbacks)).extract(
+        TURN
+    )
+    assert _formats(scripted_llm)[3:] == ["json_schema", "json_object"]
+
+
+def test_the_memory_is_shared_by_the_clients_of_a_process(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reject_json_schema()
+    LLMExtractor(_settings(scripted_llm), ExtractionSettings()).extract(TURN)
+    LLMExtractor(_settings(scripted_llm), ExtractionSettings()).extract(TURN)
+    assert _formats(scripted_llm) == ["json_schema", "json_object", "json_object"]
+
+
+def test_a_plain_server_error_is_still_transient(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.misbehave("500")  # "The server had an error ...": nothing about the format
+    with pytest.raises(TransientError, match=r"server error \(500\)") as info:
+        extractor.extract(TURN)
+    assert info.value.details["response_format"] == "json_schema"
+    assert info.value.details["model"] == "test-model"
+    assert _formats(scripted_llm) == ["json_schema"]  # no json_object retry
+    assert extractor.extract(TURN).response_format == "json_schema"  # nothing remembered
+
+
+@pytest.mark.parametrize(
+    ("status", "said", "rejects"),
+    [
+        (500, "1 validation error: response_format.type: Input should be 'text'", True),
+        (500, "json_schema is not supported by this backend", True),
+        (500, "The server had an error while processing your request", False),
+        (500, "feature not supported", False),  # a 500 must name the format
+        (503, "response_format json_schema: engine overloaded", False),
+        (400, "Unsupported parameter: 'response_format'", True),
+        (400, "Unsupported parameter: 'temperature'", True),  # costs one request, see ADR
+        (422, "Extra inputs are not permitted", True),
+        (400, "Invalid request", False),
+        (401, "json_schema", False),
+    ],
+)
+def test_what_counts_as_rejecting_structured_output(status: int, said: str, rejects: bool) -> None:
+    assert rejects_structured_output(status, said) is rejects
+
+
+def test_a_fallback_that_fails_is_not_remembered(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # A 400 that names the format, then a 400 to json_object too: one extra request, the
+    # permanent error as before, and json_schema is asked for again next time.
+    scripted_llm.reject_json_schema(400)
+    scripted_llm.misbehave("400", match="Lisbon")
+    with pytest.raises(PermanentError, match=r"\(400\)") as info:
+        extractor.extract(TURN)
+    assert info.value.details["response_format"] == "json_object"
+    assert _formats(scripted_llm) == ["json_schema", "json_object"]
+    assert extractor.client.fallbacks.items() == {}
+    scripted_llm.reject_json_schema(None)
+    assert extractor.extract(TURN).response_format == "json_schema"
+
+
+def test_a_plain_error_to_the_json_object_retry_is_transient_and_forgotten(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.reject_json_schema()
+    scripted_llm.misbehave("500", match="Lisbon")  # the json_object retry fails too...
+    with pytest.raises(TransientError) as info:  # ...with a plain 500: worth a retry
+        extractor.extract(TURN)
+    assert info.value.details["response_format"] == "json_object"
+    assert info.value.details["response_format_note"].startswith("fell back to json_object")
+    assert _formats(scripted_llm) == ["json_schema", "json_object"]
+    assert extractor.client.fallbacks.items() == {}  # json_object never answered
+
+
+def test_the_fallback_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reject_json_schema()
+    extractor = LLMExtractor(
+        _settings(scripted_llm, fallback_to_json_object=False), ExtractionSettings()
+    )
+    with pytest.raises(PermanentError, match="TIERMEM_LLM__RESPONSE_FORMAT=json_object") as info:
+        extractor.extract(TURN)
+    assert not isinstance(info.value, TransientError)  # not retried six times
+    assert _formats(scripted_llm) == ["json_schema"]
