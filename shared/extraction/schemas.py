@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+ENDED = "ended"  # the slot value of a fact that states its value ended
 FactType = Literal["identity", "preference", "fact", "decision", "goal", "relationship"]
 FACT_TYPES: tuple[FactType, ...] = (
     "identity",
@@ -56,7 +57,7 @@ class _FactBase(BaseModel):
 
     def slot_state(self) -> str:
         """What the slot holds after this fact: its value, or that the value ended."""
-        return "ended" if self.ended else self.slot_value()
+        return ENDED if self.ended else self.slot_value()
 
     @property
     def slot(self) -> str | None:

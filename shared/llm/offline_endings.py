@@ -443,7 +443,7 @@ def corrected(m: M, c: Ctx) -> list[Item]:
     if not old or not new or len(old.split()) > 3 or old.lower() in NOT_NAMES:
         return []
     content = f"{c.who} corrected {old} to {new}"
-    item = c.item("identity", content, ["correction"], attribute="*", value=old)
+    item = c.item("fact", content, ["correction"], attribute="*", value=old)
     return [{**item, "ended": True}]
 
 

@@ -21,8 +21,12 @@ from shared.extraction.schemas import core_words
 from shared.memory.normalize import normalize
 
 # An ended value that names no particular value: "I don't have any pets anymore".
-WILDCARDS = frozenset({"", "*", "any", "all", "every", "anything", "everything"})
-ENDED = "ended"  # the slot value of a fact that states its value ended
+WILDCARDS = frozenset({"*", "any", "all", "every", "anything", "everything"})
+# What may follow one name of an organisation in another: "Siemens" / "Siemens AG".
+_NAME_SUFFIXES = frozenset(
+    {"ag", "gmbh", "inc", "ltd", "llc", "plc", "co", "corp", "corporation", "company"}
+    | {"sa", "se", "bv", "nv", "group", "university", "uni", "college", "hospital"}
+)
 
 
 class FactLike(Protocol):
@@ -61,14 +65,20 @@ def type_prefix(slot: str) -> str:
 
 
 def values_match(ended: str, held: str) -> bool:
-    """An ended value names a held one: equal, or one is a word run inside the other
-    ("Siemens" / "Siemens AG", "Rex" / "a beagle named Rex"); a wildcard names any."""
+    """An ended value names a held one: the same words, or one an organisation's name and
+    the other that name with a legal or kind suffix ("Siemens" / "Siemens AG"); a wildcard
+    names any. Never a word inside another value: "London" is not "London School of
+    Economics", "coffee" not "decaf coffee" — a wrong ending loses a true memory."""
     a, b = _core(ended), _core(held)
     if a in WILDCARDS:
         return True
-    if not b:
+    if not a or not b:
         return False
-    return f" {a} " in f" {b} " or f" {b} " in f" {a} "
+    short, long = sorted((a, b), key=len)
+    if short == long:
+        return True
+    rest = long[len(short) :].split() if long.startswith(short + " ") else None
+    return rest is not None and set(rest) <= _NAME_SUFFIXES
 
 
 def ends(ending: FactLike, held: FactLike) -> bool:
@@ -85,16 +95,27 @@ def ends(ending: FactLike, held: FactLike) -> bool:
         return False
     ended_value = held_value(ending.type, ending.details)
     if any_attribute(ending):
+        # people end only by a death said as a fact ("Lakshmi passed away"), never by an
+        # identity's "I left Mia with my mum"
+        # (or a correction, "I meant Maria, not Marta", which is a fact too)
+        kinds = ("identity", "fact", "relationship") if ending.type == "fact" else ("identity",)
         return (
-            held.type in ("identity", "fact", "relationship")
+            held.type in kinds
             and _core(ended_value) not in WILDCARDS
             and values_match(ended_value, held_value(held.type, held.details))
         )
     if not ending.slot or ending.type != held.type:
         return False
-    if ending.type == "relationship" and _core(str(ending.details.get("person"))) in WILDCARDS:
-        # "my boyfriend and I broke up": the relation names whom
-        return _relation_kin(ending.details, held.details)
+    if ending.type == "relationship":
+        # the relation must agree ("coworker Sam left" is not "son Sam"), partners among
+        # themselves; unnamed ("my husband and I split"), the relation alone says whom
+        if not _relation_kin(ending.details, held.details):
+            return False
+        return _core(ended_value) in WILDCARDS or values_match(
+            ended_value, held_value(held.type, held.details)
+        )
+    if ending.type == "preference" and _core(ended_value) in WILDCARDS:
+        return False  # "I don't like anything anymore" ends no particular liking
     if ending.type not in ("relationship", "preference") and family(ending.slot) != family(
         held.slot
     ):
@@ -112,7 +133,7 @@ def reopens(fact: FactLike, ended: FactLike) -> bool:
     ("I'm back into F1" after "I stopped watching F1"): the ending is history then."""
     if is_ending(fact) or not is_ending(ended):
         return False
-    return ends(ended, _Positive(fact))
+    return ends(ended, fact)
 
 
 def contradicts(a: FactLike, b: FactLike) -> bool:
@@ -146,8 +167,12 @@ PARTNERS = frozenset(
 )
 
 
+_RELATION_ALIASES = {"mom": "mother", "mum": "mother", "dad": "father", "hubby": "husband"}
+
+
 def _relation_kin(ending: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
-    a, b = _core(str(ending.get("relation"))), _core(str(held.get("relation")))
+    a, b = (_core(str(d.get("relation"))) for d in (ending, held))
+    a, b = _RELATION_ALIASES.get(a, a), _RELATION_ALIASES.get(b, b)
     return a == b or (a in PARTNERS and b in PARTNERS)
 
 
@@ -157,12 +182,9 @@ _COUNTS = re.compile(r"^(?:two|three|four|five|\d+)\s+")
 @functools.lru_cache(maxsize=4096)
 def _core(value: str) -> str:
     # cached: the context builder compares every pair of its candidate preferences
-    return _COUNTS.sub("", core_words(value))
-
-
-class _Positive:
-    """A fact seen as if it were not an ending, so `ends` can test it against an ending."""
-
-    def __init__(self, fact: FactLike) -> None:
-        self.type, self.slot, self.slot_value = fact.type, fact.slot, fact.slot_value
-        self.details = {k: v for k, v in fact.details.items() if k != "ended"}
+    if value.strip() == "*":
+        return "*"
+    words = _COUNTS.sub("", core_words(value)).split()
+    if len(words) > 1 and words[0].endswith("ing"):
+        words = words[1:]  # "watching F1" is about F1, "playing tennis" about tennis
+    return " ".join(words)

@@ -1,7 +1,7 @@
 """Dedup, merge, supersede and end facts in a user's memory, without an LLM call.
 
 For each new fact, in order: the same normalized content → merge; the same slot
-(type/subject/attribute) → merge when the value agrees, supersede when it differs;
+(type/attribute) → merge when the value agrees, supersede when it differs;
 cosine ≥ threshold within the same type → merge; otherwise add. A fact that states a
 value ended ("Lena quit Siemens") retires the active facts holding that value (and what
 was said with them of the same job: the title at that employer), by the rules in
@@ -21,8 +21,8 @@ import numpy as np
 from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Fact, User, utcnow
-from shared.extraction.schemas import TypedFact
-from shared.memory.beliefs import ENDED, any_attribute, ends, is_ending, reopens
+from shared.extraction.schemas import ENDED, TypedFact
+from shared.memory.beliefs import any_attribute, ends, is_ending, reopens
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
 from shared.vectors import VectorHit, VectorPoint, point_id
@@ -151,7 +151,7 @@ def apply_facts(
         new.quarantine_reason = screen(new.content, source="fact")
         if new.quarantine_reason is not None:
             new.slot = None  # parked: a flagged fact neither retires nor is retired by a clean one
-        if fact.ended:
+        if fact.ended and new.quarantine_reason is None:  # a flagged ending ends nothing
             outcome.superseded += _apply_ending(session, new, prov)
             session.add(new)
             session.flush()
@@ -235,7 +235,7 @@ def _find_duplicate(
     ).first()
     if exact is not None:
         return exact
-    if fact.slot:
+    if fact.slot and not fact.ended:  # a second ending of a slot is its own statement
         rival = _active_in_slot(session, prov.user_id, fact.slot)
         if rival is not None:
             same = normalize(rival.slot_value or "") == normalize(fact.slot_state())
@@ -284,16 +284,9 @@ def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]
     value while its slot holds another ("quit Siemens" after "works at SAP"), it is history
     only and holds no slot, so it cannot retire that other value."""
     types = ("identity", "fact", "relationship") if any_attribute(ending) else (ending.type,)
-    held = _active_of_type(session, prov.user_id, *types)
-    # a fact said after the ending (an old transcript imported late) is not ended by it
-    targets = [f for f in held if ends(ending, f) and f.first_seen_at <= prov.seen_at]
-    targets += [
-        f
-        for f in held
-        if f not in targets
-        and f.first_seen_at <= prov.seen_at
-        and any(_companions(t, f) for t in targets)
-    ]
+    held = [f for f in _active_of_type(session, prov.user_id, *types) if _said_before(f, prov)]
+    targets = [f for f in held if ends(ending, f)]
+    targets += [f for f in held if f not in targets and any(_companions(t, f) for t in targets)]
     when = prov.seen_at
     if ending.valid_from is not None and ending.valid_from < when:
         when = ending.valid_from  # "Rex died in March", said in April
@@ -305,6 +298,15 @@ def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]
     if _active_in_slot(session, prov.user_id, ending.slot) is not None:
         ending.slot = None
     return [t.id for t in targets]
+
+
+def _said_before(fact: Fact, prov: Provenance) -> bool:
+    """Whether the ending being written can end `fact`: not when the fact was last said
+    after it (an old transcript imported late) or in the same message ("works at Siemens
+    Healthineers, quit Siemens" ends nothing of its own)."""
+    return fact.last_seen_at <= prov.seen_at and prov.message_ids[0] not in (
+        fact.source_message_ids
+    )
 
 
 def _companions(retired: Fact, other: Fact) -> bool:
@@ -325,8 +327,8 @@ def _endings_reopened_by(session: Session, new: Fact, prov: Provenance) -> list[
         return []
     return [
         f
-        for f in _active_of_type(session, prov.user_id, new.type)
-        if f.slot_value == ENDED and f.first_seen_at <= prov.seen_at and reopens(new, f)
+        for f in _active_of_type(session, prov.user_id, new.type, endings_only=True)
+        if f.first_seen_at <= prov.seen_at and reopens(new, f)
     ]
 
 
@@ -337,19 +339,21 @@ def _retire(session: Session, fact: Fact, *, by: Fact, at: dt.datetime) -> None:
     session.add(fact)
 
 
-def _active_of_type(session: Session, user_id: str, *types: str) -> list[Fact]:
-    """The user's active, unquarantined facts of these types that hold a slot."""
-    return list(
-        session.exec(
-            select(Fact).where(
-                Fact.user_id == user_id,
-                col(Fact.type).in_(types),
-                col(Fact.slot).is_not(None),
-                col(Fact.valid_to).is_(None),
-                col(Fact.quarantine_reason).is_(None),
-            )
-        ).all()
+def _active_of_type(
+    session: Session, user_id: str, *types: str, endings_only: bool = False
+) -> list[Fact]:
+    """The user's active, unquarantined facts of these types that hold a slot (only the
+    endings among them: the check every new fact makes stays small)."""
+    query = select(Fact).where(
+        Fact.user_id == user_id,
+        col(Fact.type).in_(types),
+        col(Fact.slot).is_not(None),
+        col(Fact.valid_to).is_(None),
+        col(Fact.quarantine_reason).is_(None),
     )
+    if endings_only:
+        query = query.where(Fact.slot_value == ENDED)
+    return list(session.exec(query).all())
 
 
 def _active_in_slot(session: Session, user_id: str, slot: str | None) -> Fact | None:

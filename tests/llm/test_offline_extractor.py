@@ -262,7 +262,7 @@ ENDINGS = [
      "Ana stopped learning Japanese."),
     ("Left Leeds in May, best decision ever.", "identity", "*", "Leeds",
      "Ana left Leeds in May 2024."),
-    ("Oops, I meant Lyon, not Nice.", "identity", "*", "Nice", "Ana corrected Nice to Lyon."),
+    ("Oops, I meant Lyon, not Nice.", "fact", "*", "Nice", "Ana corrected Nice to Lyon."),
     ("Oh wait, his name is Bruno, not Bruce.", "fact", "pet", "Bruce",
      "Ana's pet is not called Bruce."),
     ("I finally graduated from Uppsala University!", "identity", "school",

@@ -64,7 +64,7 @@ def test_old_slots_are_recomputed_and_a_shared_slot_keeps_the_newer(tmp_path: Pa
         session.commit()
 
     with engine.begin() as connection:
-        assert recompute_slots(connection) == {"reslotted": 5, "superseded": 1}
+        assert recompute_slots(connection) == {"reslotted": 5, "superseded": 1, "unreadable": 0}
 
     with Session(engine) as session:
         rows = {r.content: r for r in session.exec(select(Fact)).all()}

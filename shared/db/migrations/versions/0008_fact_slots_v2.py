@@ -4,13 +4,16 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-26
 
-Issue 15: an ending ("Rex passed away", "broke up with Tom") finds the facts it ends by
-the slot's family, the part before the colon (`fact/ana/pet:rex`, `relationship/ana/
-boyfriend:tom`), and "loves jazz", "no longer likes jazz" and "likes jazz again" share the
-slot `preference/ana/about:jazz` whatever topic each was filed under. Every stored fact's
-slot is computed again from its type, subject and details by the current schemas; where
-that leaves two active facts in one slot, the newer stays and the older is superseded by
-it, as the writer would have done.
+Issue 15: slots lose their subject (every fact of a user is about that user: `identity/
+location`), an ending ("Rex passed away", "broke up with Tom") finds the facts it ends by
+the slot's family, the part before the colon (`fact/pet:rex`, `relationship/boyfriend:
+tom`), and "loves jazz", "no longer likes jazz" and "likes jazz again" share the slot
+`preference/about:jazz` whatever topic each was filed under. Every stored fact's slot is
+computed again from its type and details by the schemas of this release; where that leaves
+two active facts of a user in one slot, the newer stays and the older is superseded by it,
+as the writer would have done. Run `tiermem reindex` afterwards to drop the superseded
+facts' vectors (searches skip them meanwhile). A later change of the slot rules needs a
+revision of its own: this one imports the current rules.
 """
 from collections.abc import Sequence
 
@@ -29,8 +32,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # The v1 slots are not kept; the writer of v1 reads v2 slots as unknown slots (nothing
-    # is lost, an old fact is just not superseded by a new one until upgraded again).
-    pass
+    # One-way: the v1 slots are not kept, and a v1 writer never matches a v2 slot (facts
+    # stay, but none would be superseded again). Restore a backup to go back.
+    raise NotImplementedError("migration 0008 (fact slots v2) is one-way")
 
 
