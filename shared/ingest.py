@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_core import PydanticUndefined
 from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
@@ -86,6 +86,43 @@ class IngestResult:
     runs: list[StoredRun]  # new pending runs: enqueue these after the commit
     duplicates: int = 0  # messages whose external_id was already stored
     existing_runs: list[StoredRun] = field(default_factory=list)
+
+
+class TurnAccepted(BaseModel):
+    session_id: str
+    user_id: str
+    message_ids: list[str]
+    job_id: str | None  # None when the turn had no user message to extract from
+    status: str
+    extractor: str
+    duplicate: bool = False
+
+    @classmethod
+    def of(
+        cls, session_id: str, user_id: str, result: IngestResult, extractor: str
+    ) -> TurnAccepted:
+        # A re-sent turn (same external_ids) answers with the run stored the first time.
+        runs = result.runs or result.existing_runs
+        run = runs[0] if runs else None
+        return cls(
+            session_id=session_id,
+            user_id=user_id,
+            message_ids=[m.id for m in result.messages],
+            job_id=run.id if run else None,
+            status=run.status if run else "stored",
+            extractor=run.extractor if run else extractor,
+            duplicate=not result.runs and result.duplicates > 0,
+        )
+
+
+class ImportIn(RequestModel):
+    messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
+
+
+class ImportAccepted(BaseModel):
+    stored: int
+    duplicates: int
+    job_ids: list[str]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.extraction.schemas import FactType
-from shared.inputs import MAX_OFFSET, RequestModel
+from shared.inputs import MAX_OFFSET
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,
+    SearchIn,
     UserDeleted,
+    UserExport,
     delete_memory,
     delete_user,
     export_user,
@@ -24,13 +25,6 @@ from shared.memory.reader import (
 )
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
-
-
-class SearchIn(RequestModel):
-    query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=100)
-    types: list[FactType] = Field(default_factory=list)
-    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 @router.get("/memories", response_model=MemoriesPublic)
@@ -92,6 +86,6 @@ def remove_user(user: UserDep, session: SessionDep, runtime: RuntimeDep) -> User
     return delete_user(runtime=runtime, session=session, user=user)
 
 
-@router.get("/export")
-def export(user: UserDep, session: SessionDep) -> dict[str, Any]:
+@router.get("/export", response_model=UserExport)
+def export(user: UserDep, session: SessionDep) -> UserExport:
     return export_user(session=session, user=user)

@@ -5,59 +5,21 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, Field
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
 from shared.ingest import (
+    ImportAccepted,
+    ImportIn,
     IngestRequest,
-    IngestResult,
-    TranscriptLine,
+    TurnAccepted,
     TurnIn,
     check_messages,
     turn_messages,
 )
-from shared.inputs import RequestModel
 from shared.outbox import send_committed
 from shared.transcripts import import_lines
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-
-
-class TurnAccepted(BaseModel):
-    session_id: str
-    user_id: str
-    message_ids: list[str]
-    job_id: str | None  # None when the turn had no user message to extract from
-    status: str
-    extractor: str
-    duplicate: bool = False
-
-    @classmethod
-    def of(
-        cls, session_id: str, user_id: str, result: IngestResult, extractor: str
-    ) -> TurnAccepted:
-        # A re-sent turn (same external_ids) answers with the run stored the first time.
-        runs = result.runs or result.existing_runs
-        run = runs[0] if runs else None
-        return cls(
-            session_id=session_id,
-            user_id=user_id,
-            message_ids=[m.id for m in result.messages],
-            job_id=run.id if run else None,
-            status=run.status if run else "stored",
-            extractor=run.extractor if run else extractor,
-            duplicate=not result.runs and result.duplicates > 0,
-        )
-
-
-class ImportIn(RequestModel):
-    messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
-
-
-class ImportAccepted(BaseModel):
-    stored: int
-    duplicates: int
-    job_ids: list[str]
 
 
 def enqueue(request: Request, run_ids: list[str]) -> None:
