@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -168,3 +171,39 @@ def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess
         stderr=subprocess.STDOUT,
         cwd=Path(__file__).resolve().parents[1],
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def tiermem_serve(tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A real `tiermem serve` process (API and in-process worker) on a free port, its data
+    under `tmp`; yields its URL once /healthz answers, stops it on exit."""
+    port = free_port()
+    settings_env = {"TIERMEM_DATA_DIR": str(tmp / "data"), "TIERMEM_PORT": str(port)}
+    process = start_process(
+        [str(Path(sys.executable).with_name("tiermem")), "serve"],
+        tiermem_env({**settings_env, **(env or {})}),
+        tmp / "serve.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, (tmp / "serve.log").read_text()
+            assert time.monotonic() < deadline, "tiermem serve did not start"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
