@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 
@@ -106,3 +107,8 @@ def turn(user_id: str, text: str, reply: str = "Noted.", **extra: Any) -> dict[s
         "assistant_message": reply,
         **extra,
     }
+
+
+def new_id(prefix: str) -> str:
+    """A user, session or tenant id no other test of a shared server uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

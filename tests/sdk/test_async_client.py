@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
 from tests.conftest import ADMIN_KEY, APP_KEY
+from tests.factories import new_id
 from tests.scripted_llm import ScriptedLLM
 from tiermem import AsyncClient, Forbidden, NotFound, Unauthorized, ValidationFailed
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_turn_is_stored_extracted_found_and_erased(server: str) -> None:
-    user, session = f"ana-{uuid.uuid4().hex[:8]}", "s1"
+    user, session = new_id("ana"), new_id("s")
     async with AsyncClient(server, APP_KEY) as client:
         turns = await asyncio.gather(
             client.store_turn(session, user_id=user, user_message="I live in Lisbon."),
@@ -46,13 +46,15 @@ async def test_a_turn_is_stored_extracted_found_and_erased(server: str) -> None:
 async def test_chat_stream_and_admin(server: str, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.script("museum", "The Gulbenkian is worth a morning.")
     async with AsyncClient(server, APP_KEY) as client:
-        stream = client.chat_stream(user_id="bo", session_id="s1", message="A museum tip?")
+        stream = client.chat_stream(
+            user_id=new_id("bo"), session_id=new_id("s"), message="A museum tip?"
+        )
         deltas = [d async for d in stream]
         assert "".join(deltas) == "The Gulbenkian is worth a morning."
         assert stream.result is not None and stream.result.job_id
 
     async with AsyncClient(server, ADMIN_KEY) as operator:
-        created = await operator.create_tenant(f"async-{uuid.uuid4().hex[:8]}")
+        created = await operator.create_tenant(new_id("async"))
         key = await operator.create_key(created.tenant.id, scope="admin")
     async with AsyncClient(server, key.key) as admin:
         assert [t.id for t in await admin.list_tenants()] == [created.tenant.id]
@@ -69,8 +71,9 @@ async def test_errors_are_typed(server: str) -> None:
         with pytest.raises(NotFound) as missing:
             await client.get_job("no-such-job")
         assert missing.value.code == "not_found"
-        await client.store_turn("s1", user_id="cleo", user_message="Hello there.")
+        user = new_id("cleo")
+        await client.store_turn(new_id("s"), user_id=user, user_message="Hello there.")
         with pytest.raises(ValidationFailed) as invalid:
-            await client.search_history("cleo", "hello", k=1000)
+            await client.search_history(user, "hello", k=1000)
         assert invalid.value.status == 422
         assert invalid.value.details["errors"][0]["loc"] == ["query", "k"]

@@ -3,12 +3,12 @@ erased; chat; sessions; admin; and the API's errors as typed exceptions."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import ADMIN_KEY, APP_KEY
+from tests.factories import new_id
 from tests.scripted_llm import ScriptedLLM
 from tiermem import Client, Forbidden, NotFound, Unauthorized, ValidationFailed
 from tiermem.models import MessageIn
@@ -18,10 +18,6 @@ from tiermem.models import MessageIn
 def client_fixture(server: str) -> Iterator[Client]:
     with Client(server, APP_KEY, timeout=30) as client:
         yield client
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def test_a_turn_is_stored_extracted_found_exported_and_erased(client: Client) -> None:
@@ -182,7 +178,7 @@ def test_errors_are_typed_with_the_api_code_message_and_details(
     assert (refused.value.status, refused.value.code) == (401, "unauthorized")
 
     user = new_id("eve")
-    client.store_turn("s1", user_id=user, user_message="Hello there.")
+    client.store_turn(new_id("s"), user_id=user, user_message="Hello there.")
     with pytest.raises(ValidationFailed) as invalid:
         client.list_memories(user, limit=5000)
     assert (invalid.value.status, invalid.value.code) == (422, "invalid_input")
