@@ -17,8 +17,8 @@ test:
 	$(BIN)/python -m pytest -q
 
 lint:
-	$(BIN)/ruff check shared services workers tests bench
-	$(BIN)/mypy shared services workers
+	$(BIN)/ruff check shared services workers tiermem tests bench
+	$(BIN)/mypy shared services workers tiermem
 
 bench:
 	$(BIN)/python -m bench.bench_embeddings

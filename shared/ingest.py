@@ -88,6 +88,16 @@ class IngestResult:
     existing_runs: list[StoredRun] = field(default_factory=list)
 
 
+class ImportIn(RequestModel):
+    messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
+
+
+class ImportAccepted(BaseModel):
+    stored: int
+    duplicates: int
+    job_ids: list[str]
+
+
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Messages to append to one session of one user."""

@@ -9,12 +9,14 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from shared.config import Settings
 from shared.db.models import ApiKey, Tenant
 from shared.errors import Conflict, Forbidden, NotFound, Unauthorized
+from shared.inputs import RequestModel
 
 Scope = Literal["app", "admin"]  # what a stored key is: stored keys always have a tenant
 Role = Literal["app", "tenant_admin", "operator"]
@@ -82,6 +84,32 @@ class Principal:
                 details={"tenant_id": tenant_id, "own_tenant_id": self.tenant_id},
             )
         return self.tenant_id
+
+
+class TenantIn(RequestModel):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+
+
+class KeyIn(RequestModel):
+    name: str = Field(default="", max_length=100)
+    scope: Literal["app", "admin"] = "app"
+
+
+class TenantPublic(BaseModel):
+    id: str
+    name: str
+
+
+class KeyCreated(BaseModel):
+    id: str
+    tenant_id: str | None
+    scope: str
+    key: str = Field(description="shown once; only its hash is stored")
+
+
+class TenantCreated(BaseModel):
+    tenant: TenantPublic
+    app_key: KeyCreated
 
 
 def hash_key(key: str) -> str:

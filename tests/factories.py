@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 
@@ -121,3 +122,8 @@ def ended(item: dict[str, Any]) -> dict[str, Any]:
 
 def pet(subject: str, name: str, content: str) -> dict[str, Any]:
     return {**general(subject, content), "attribute": "pet", "value": name}
+
+
+def new_id(prefix: str) -> str:
+    """A user, session or tenant id no other test of a shared server uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

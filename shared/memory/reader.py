@@ -95,6 +95,13 @@ def memories_public(
     return [MemoryPublic.of(r, (scores or {}).get(r.id), sources.get(r.id)) for r in rows]
 
 
+class SearchIn(RequestModel):
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=10, ge=1, le=100)
+    types: list[FactType] = Field(default_factory=list)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
 class MemoriesPublic(BaseModel):
     data: list[MemoryPublic]
     count: int
@@ -268,8 +275,34 @@ def delete_user(*, runtime: Runtime, session: Session, user: User) -> UserDelete
     return UserDeleted(deleted=counts, disk_reclaimed=reclaimed[0])
 
 
-def export_user(*, session: Session, user: User) -> dict[str, Any]:
-    """Everything stored about a user, as JSON-ready data (for portability requests)."""
+class SessionExported(BaseModel):
+    session_id: str
+    created_at: dt.datetime
+    parent_session_id: str | None
+
+
+class MessageExported(BaseModel):
+    id: str
+    session_id: str | None
+    seq: int
+    role: str
+    speaker: str | None
+    content: str
+    created_at: dt.datetime
+    external_id: str | None
+    extraction_status: str
+
+
+class UserExport(BaseModel):
+    user_id: str
+    exported_at: dt.datetime
+    sessions: list[SessionExported]
+    messages: list[MessageExported]
+    memories: list[MemoryPublic]
+
+
+def export_user(*, session: Session, user: User) -> UserExport:
+    """Everything stored about a user (for portability requests)."""
     sessions = session.exec(
         select(ChatSession)
         .where(ChatSession.user_id == user.id)
@@ -284,30 +317,30 @@ def export_user(*, session: Session, user: User) -> dict[str, Any]:
         select(Fact).where(Fact.user_id == user.id).order_by(col(Fact.created_at))
     ).all()
     ext = {s.id: s.external_id for s in sessions}
-    return {
-        "user_id": user.external_id,
-        "exported_at": dt.datetime.now(dt.UTC).isoformat(),
-        "sessions": [
-            {
-                "session_id": s.external_id,
-                "created_at": s.created_at.isoformat(),
-                "parent_session_id": s.parent_session_id,
-            }
+    return UserExport(
+        user_id=user.external_id,
+        exported_at=dt.datetime.now(dt.UTC),
+        sessions=[
+            SessionExported(
+                session_id=s.external_id,
+                created_at=s.created_at,
+                parent_session_id=s.parent_session_id,
+            )
             for s in sessions
         ],
-        "messages": [
-            {
-                "id": m.id,
-                "session_id": ext.get(m.session_id),
-                "seq": m.seq,
-                "role": m.role,
-                "speaker": m.speaker,
-                "content": m.content,
-                "created_at": m.created_at.isoformat(),
-                "external_id": m.external_id,
-                "extraction_status": m.extraction_status,
-            }
+        messages=[
+            MessageExported(
+                id=m.id,
+                session_id=ext.get(m.session_id),
+                seq=m.seq,
+                role=m.role,
+                speaker=m.speaker,
+                content=m.content,
+                created_at=m.created_at,
+                external_id=m.external_id,
+                extraction_status=m.extraction_status,
+            )
             for m in messages
         ],
-        "memories": [MemoryPublic.of(f).model_dump(mode="json") for f in facts],
-    }
+        memories=[MemoryPublic.of(f) for f in facts],
+    )

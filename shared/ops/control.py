@@ -4,15 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel, Field
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, Message, utcnow
 from shared.errors import Conflict, InvalidInput
+from shared.inputs import RequestModel
 from shared.ops.queues import PAUSED_KEY, QUEUES
 from shared.ops.workers import redis_client
 
 MAX_RETRY_BATCH = 10_000
+
+
+class RetryIn(RequestModel):
+    run_ids: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RETRY_BATCH,
+        description="the failed runs to retry; leave out to retry every failed run",
+    )
+    tenant_id: str | None = Field(default=None, description="only this tenant's runs")
+
+
+class RetryOut(BaseModel):
+    retried: list[str]
+    skipped: list[str] = Field(description="named runs that are not failed (or not found)")
+
+
+class QueueState(BaseModel):
+    queue: str
+    paused: bool
 
 
 def retry_failed_runs(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,19 +27,21 @@ from shared.vectors import open_vector_store
 from shared.vectors.folder_owner import read_owner
 from shared.vectors.scope import MESSAGES_SUFFIX
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, APP_KEY, make_settings, start_process, tiermem_env, wait_for
+from tests.conftest import (
+    ADMIN_KEY,
+    APP_KEY,
+    free_port,
+    make_settings,
+    start_process,
+    tiermem_env,
+    wait_for,
+)
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 HEADERS = {"Authorization": f"Bearer {APP_KEY}"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

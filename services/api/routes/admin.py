@@ -2,44 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 from sqlmodel import select
 
 from services.api.deps import AdminDep, OperatorDep, SessionDep
 from shared.db.models import Tenant
-from shared.inputs import Identifier, RequestModel
-from shared.tenancy import create_api_key, create_tenant
+from shared.inputs import Identifier
+from shared.tenancy import (
+    KeyCreated,
+    KeyIn,
+    TenantCreated,
+    TenantIn,
+    TenantPublic,
+    create_api_key,
+    create_tenant,
+)
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
-
-
-class TenantIn(RequestModel):
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
-
-
-class KeyIn(RequestModel):
-    name: str = Field(default="", max_length=100)
-    scope: Literal["app", "admin"] = "app"
-
-
-class TenantPublic(BaseModel):
-    id: str
-    name: str
-
-
-class KeyCreated(BaseModel):
-    id: str
-    tenant_id: str | None
-    scope: str
-    key: str = Field(description="shown once; only its hash is stored")
-
-
-class TenantCreated(BaseModel):
-    tenant: TenantPublic
-    app_key: KeyCreated
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated)

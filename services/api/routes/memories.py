@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
@@ -14,6 +14,7 @@ from shared.memory.reader import (
     MemoryPublic,
     SearchIn,
     UserDeleted,
+    UserExport,
     delete_memory,
     delete_user,
     export_user,
@@ -85,6 +86,6 @@ def remove_user(user: UserDep, session: SessionDep, runtime: RuntimeDep) -> User
     return delete_user(runtime=runtime, session=session, user=user)
 
 
-@router.get("/export")
-def export(user: UserDep, session: SessionDep) -> dict[str, Any]:
+@router.get("/export", response_model=UserExport)
+def export(user: UserDep, session: SessionDep) -> UserExport:
     return export_user(session=session, user=user)

@@ -7,13 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
-from pydantic import BaseModel, Field
 
 from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep
 from services.api.routes.turns import enqueue
 from shared.errors import Unavailable
-from shared.inputs import RequestModel
 from shared.ops import control, page, prometheus, timeseries
+from shared.ops.control import QueueState, RetryIn, RetryOut
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import WorkerInfo
@@ -21,26 +20,6 @@ from shared.vectors import VectorStore
 from workers.ops import heartbeat_store, pause_queue, resume_queue
 
 router = APIRouter(tags=["ops"])
-
-
-class RetryIn(RequestModel):
-    run_ids: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        max_length=control.MAX_RETRY_BATCH,
-        description="the failed runs to retry; leave out to retry every failed run",
-    )
-    tenant_id: str | None = Field(default=None, description="only this tenant's runs")
-
-
-class RetryOut(BaseModel):
-    retried: list[str]
-    skipped: list[str] = Field(description="named runs that are not failed (or not found)")
-
-
-class QueueState(BaseModel):
-    queue: str
-    paused: bool
 
 
 @router.get("/v1/ops/queues", response_model=OpsSnapshot)

@@ -5,26 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, Field
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
-from shared.ingest import TranscriptLine, TurnAccepted, TurnIn
-from shared.inputs import RequestModel
+from shared.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
 from shared.outbox import send_committed
 from shared.transcripts import import_lines
 from shared.turn_writer import TurnWriter
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-
-
-class ImportIn(RequestModel):
-    messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
-
-
-class ImportAccepted(BaseModel):
-    stored: int
-    duplicates: int
-    job_ids: list[str]
 
 
 def enqueue(request: Request, run_ids: list[str]) -> None:

@@ -1,0 +1,191 @@
+"""Client against a real `tiermem serve`: a turn stored, extracted, found, exported and
+erased; chat; sessions; admin; and the API's errors as typed exceptions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import ADMIN_KEY, APP_KEY
+from tests.factories import new_id
+from tests.scripted_llm import ScriptedLLM
+from tiermem import Client, Forbidden, NotFound, Unauthorized, ValidationFailed
+from tiermem.models import MessageIn
+
+
+@pytest.fixture(name="client")
+def client_fixture(server: str) -> Iterator[Client]:
+    with Client(server, APP_KEY, timeout=30) as client:
+        yield client
+
+
+def test_a_turn_is_stored_extracted_found_exported_and_erased(client: Client) -> None:
+    user, session = new_id("ana"), new_id("s")
+    said = MessageIn(content="I live in Berlin and I love jazz.", speaker="Ana", external_id="m1")
+    reply = MessageIn(content="Nice!", external_id="m2")
+    turn = client.store_turn(session, user_id=user, user_message=said, assistant_message=reply)
+    assert turn.user_id == user and len(turn.message_ids) == 2 and turn.job_id
+    assert turn.extractor == "offline" and not turn.duplicate
+
+    job = client.wait_for_job(turn.job_id, timeout=60)
+    assert job.status == "done", job
+    assert job.facts_added >= 2
+
+    found = client.search_memories(user, "Where does Ana live?", k=5)
+    berlin = next(m for m in found.data if "Berlin" in m.content)
+    assert berlin.score is not None and berlin.sources[0].external_id == "m1"
+
+    listed = client.list_memories(user)
+    assert listed.count == len(listed.data) >= 2
+    assert berlin.id in {m.id for m in listed.data}
+    assert client.get_memory(user, berlin.id).content == berlin.content
+    walked = list(client.iter_memories(user, page_size=1))
+    assert [m.id for m in walked] == [m.id for m in listed.data]
+    assert [m.id for m in client.iter_memories(user, types=["preference"])] == [
+        m.id for m in listed.data if m.type == "preference"
+    ]
+
+    context = client.get_context(session, query="what music do I like?")
+    assert context.user_id == user and context.token_count <= context.budget_tokens
+    assert any("jazz" in m.content for ms in context.memories.values() for m in ms)
+
+    hits = client.search_history(user, "jazz", k=3)
+    assert hits.count >= 1 and "jazz" in hits.data[0].content
+
+    again = client.store_turn(session, user_id=user, user_message=said, assistant_message=reply)
+    assert again.duplicate and again.job_id == turn.job_id
+
+    exported = client.export_user(user)
+    assert [m.content for m in exported.messages] == [said.content, "Nice!"]
+    assert {m.id for m in exported.memories} == {m.id for m in listed.data}
+
+    client.delete_memory(user, berlin.id)
+    with pytest.raises(NotFound) as gone:
+        client.get_memory(user, berlin.id)
+    assert gone.value.status == 404 and gone.value.code == "not_found"
+
+    deleted = client.delete_user(user)
+    assert deleted.deleted["messages"] == 2
+    with pytest.raises(NotFound):
+        client.list_memories(user)
+
+
+def test_import_then_wait_for_each_job(client: Client) -> None:
+    user, session = new_id("ben"), new_id("s")
+    lines = [
+        {
+            "user_id": user,
+            "session_id": session,
+            "role": "user",
+            "content": "I'm a nurse.",
+            "external_id": "l1",
+        },
+        {
+            "user_id": user,
+            "session_id": session,
+            "role": "assistant",
+            "content": "Great.",
+            "external_id": "l2",
+        },
+    ]
+    accepted = client.import_messages(lines)
+    assert accepted.stored == 2 and len(accepted.job_ids) == 1
+    assert client.wait_for_job(accepted.job_ids[0], timeout=60).status in ("done", "skipped")
+    assert client.import_messages(lines).duplicates == 2
+
+
+def test_chat_and_its_stream_store_the_turn(client: Client, scripted_llm: ScriptedLLM) -> None:
+    user, session = new_id("cy"), new_id("s")
+    scripted_llm.script("jazz bars", "Try the Blue Note tonight.")
+    answer = client.chat(user_id=user, session_id=session, message="Any jazz bars near me?")
+    assert answer.reply == "Try the Blue Note tonight." and len(answer.message_ids) == 2
+
+    scripted_llm.script("a second bar", "Then the Village Vanguard, after that.")
+    stream = client.chat_stream(user_id=user, session_id=session, message="And a second bar?")
+    deltas = list(stream)
+    assert len(deltas) > 1 and "".join(deltas) == "Then the Village Vanguard, after that."
+    assert stream.result is not None and stream.result.reply == "".join(deltas)
+    assert stream.result.job_id and len(stream.result.message_ids) == 2
+    exported = client.export_user(user)
+    assert [m.content for m in exported.messages][-1] == "Then the Village Vanguard, after that."
+
+
+def test_session_tiers_compaction_settings_and_continuation(client: Client) -> None:
+    user, session = new_id("dee"), new_id("s")
+    for n in range(3):
+        said, answer = f"Tell me about topic {n}.", f"Topic {n} matters for reason {n}."
+        client.store_turn(session, user_id=user, user_message=said, assistant_message=answer)
+    tiers = client.get_tiers(session)
+    assert tiers.partition_ok and [t.name for t in tiers.tiers][-1] == "current"
+
+    run = client.compact(session, focus="topics")
+    assert run.trigger == "compact"
+    finished = client.wait_for_compression_run(session, run.id, timeout=60)
+    assert finished.status not in ("pending", "running", "retrying")
+    assert run.id in {r.id for r in client.list_compression_runs(session).data}
+    assert client.get_compression_run(session, run.id).id == run.id
+
+    settings = client.set_compression_settings(session, pin_head=False, trigger_ratio=0.8)
+    assert settings.overrides == {"pin_head": False, "trigger_ratio": 0.8}
+    assert client.get_compression_settings(session).effective.pin_head is False
+
+    child = client.continue_session(session, new_session_id=f"{session}-2")
+    assert child.session_id == f"{session}-2" and child.parent_session_id == session
+
+
+def test_admin_creates_a_tenant_and_keys_that_reach_only_it(server: str) -> None:
+    with Client(server, ADMIN_KEY) as operator:
+        created = operator.create_tenant(new_id("acme"))
+        tenant = created.tenant
+        assert created.app_key.scope == "app" and created.app_key.key
+        assert tenant.id in {t.id for t in operator.list_tenants()}
+        admin_key = operator.create_key(tenant.id, name="ops", scope="admin")
+        assert admin_key.tenant_id == tenant.id and admin_key.scope == "admin"
+        assert operator.ops_workers() is not None
+        assert operator.ops_vectors().engine == "edge"
+
+    with Client(server, created.app_key.key) as app:
+        turn = app.store_turn("s1", user_id="zoe", user_message="I work at Siemens.")
+        assert turn.job_id and app.wait_for_job(turn.job_id, timeout=60).status == "done"
+    with Client(server, APP_KEY) as other_tenant, pytest.raises(NotFound):
+        other_tenant.get_job(turn.job_id)
+
+    with Client(server, admin_key.key) as admin:
+        assert [t.id for t in admin.list_tenants()] == [tenant.id]
+        assert {q.name for q in admin.ops_queues().queues} >= {"extract"}
+        assert admin.ops_timeseries(minutes=5).points is not None
+        assert admin.retry_runs().retried == []
+        replay = admin.start_replay(mode="dry_run")
+        assert replay.total == 1
+        assert admin.wait_for_replay(replay.id, timeout=120).status == "done"
+        assert replay.id in {r.id for r in admin.list_replays()}
+        with pytest.raises(Forbidden) as refused:
+            admin.create_tenant(new_id("evil"))
+        assert refused.value.code == "forbidden"
+
+
+def test_errors_are_typed_with_the_api_code_message_and_details(
+    server: str, client: Client
+) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.get_job("no-such-job")
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+    assert "no-such-job" in missing.value.message
+
+    with Client(server, "not-a-key") as stranger, pytest.raises(Unauthorized) as refused:
+        stranger.list_memories("ana")
+    assert (refused.value.status, refused.value.code) == (401, "unauthorized")
+
+    user = new_id("eve")
+    client.store_turn(new_id("s"), user_id=user, user_message="Hello there.")
+    with pytest.raises(ValidationFailed) as invalid:
+        client.list_memories(user, limit=5000)
+    assert (invalid.value.status, invalid.value.code) == (422, "invalid_input")
+    assert invalid.value.details["errors"][0]["loc"] == ["query", "limit"]
+
+    # What the server's own request model refuses is refused before sending, the same way.
+    with pytest.raises(ValidationFailed) as early:
+        client.store_turn("s1", user_id="not an id!", user_message="hi")
+    assert early.value.status is None and early.value.code == "invalid_input"
+    assert early.value.details["errors"][0]["loc"] == ["user_id"]

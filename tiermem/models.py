@@ -1,0 +1,81 @@
+"""The server's own request and response models, re-exported: the SDK parses what the routes
+declare, so a field changed on the server changes here in the same commit."""
+
+from __future__ import annotations
+
+from shared.chat.turn import ChatIn, ChatPublic, ContextStats, Usage
+from shared.compression.models import (
+    CompactIn,
+    CompressionRunList,
+    CompressionRunPublic,
+    CompressionSettingsIn,
+    CompressionSettingsPublic,
+    ContinueIn,
+    ContinuePublic,
+    TiersPublic,
+)
+from shared.context.models import ContextPublic, MessageHit, MessageRef
+from shared.extraction.schemas import FactType
+from shared.ingest import ImportAccepted, ImportIn, MessageIn, TranscriptLine, TurnAccepted, TurnIn
+from shared.jobs import JobPublic
+from shared.memory.history import MessageHitsPublic
+from shared.memory.reader import (
+    MemoriesPublic,
+    MemoryPublic,
+    SearchIn,
+    UserDeleted,
+    UserExport,
+)
+from shared.ops.control import QueueState, RetryIn, RetryOut
+from shared.ops.queues import OpsSnapshot
+from shared.ops.timeseries import Series
+from shared.ops.vectors import VectorStats
+from shared.ops.workers import WorkerInfo
+from shared.replay import ReplayIn, ReplayProgress
+from shared.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
+
+__all__ = [
+    "ChatIn",
+    "ChatPublic",
+    "CompactIn",
+    "CompressionRunList",
+    "CompressionRunPublic",
+    "CompressionSettingsIn",
+    "CompressionSettingsPublic",
+    "ContextPublic",
+    "ContextStats",
+    "ContinueIn",
+    "ContinuePublic",
+    "FactType",
+    "ImportAccepted",
+    "ImportIn",
+    "JobPublic",
+    "KeyCreated",
+    "KeyIn",
+    "MemoriesPublic",
+    "MemoryPublic",
+    "MessageHit",
+    "MessageHitsPublic",
+    "MessageIn",
+    "MessageRef",
+    "OpsSnapshot",
+    "QueueState",
+    "ReplayIn",
+    "ReplayProgress",
+    "RetryIn",
+    "RetryOut",
+    "SearchIn",
+    "Series",
+    "TenantCreated",
+    "TenantIn",
+    "TenantPublic",
+    "TiersPublic",
+    "TranscriptLine",
+    "TurnAccepted",
+    "TurnIn",
+    "Usage",
+    "UserDeleted",
+    "UserExport",
+    "VectorStats",
+    "WorkerInfo",
+]
