@@ -95,13 +95,6 @@ def memories_public(
     return [MemoryPublic.of(r, (scores or {}).get(r.id), sources.get(r.id)) for r in rows]
 
 
-class SearchIn(RequestModel):
-    query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=100)
-    types: list[FactType] = Field(default_factory=list)
-    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
-
-
 class MemoriesPublic(BaseModel):
     data: list[MemoryPublic]
     count: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
