@@ -25,8 +25,8 @@ class JobPublic(BaseModel):
     model: str | None  # the model called, on failure too
     # "json_schema" or "json_object"; the note says why json_object when json_schema was
     # configured ("fell back to json_object: the server rejected json_schema (HTTP 500: ...)").
-    response_format: str | None
-    response_format_note: str | None
+    response_format: str | None = None
+    response_format_note: str | None = None
     prompt_hash: str | None
     facts_extracted: int
     facts_invalid: int
