@@ -32,8 +32,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # One-way: the v1 slots are not kept, and a v1 writer never matches a v2 slot (facts
-    # stay, but none would be superseded again). Restore a backup to go back.
-    raise NotImplementedError("migration 0008 (fact slots v2) is one-way")
+    # Nothing to undo in the schema; the v1 slots are not kept. Facts stay as they are: a
+    # v1 writer never matches a v2 slot, so it adds beside them instead of superseding
+    # them, until the next upgrade recomputes every slot again.
+    pass
 
 
