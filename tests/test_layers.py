@@ -40,28 +40,24 @@ FORBIDDEN = ("services", "workers", "tiermem", "fastapi", "starlette", "celery",
 # waiting for. The list only shrinks: a test fails when an entry's import has gone.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # The extraction run is a flow living in extraction/ (flows/extract_turn).
-    ("shared.extraction.pipeline", "shared.memory.history"): "extraction run is a flow",
+    ("shared.extraction.pipeline", "shared.memory.message_search"): "extraction run is a flow",
     ("shared.extraction.pipeline", "shared.memory.reader"): "extraction run is a flow",
     ("shared.extraction.pipeline", "shared.memory.writer"): "extraction run is a flow",
     ("shared.extraction.pipeline", "shared.runtime"): "extraction run is a flow",
-    # The rule-based extractor and the extraction prompts are filed under llm/.
-    ("shared.llm.offline", "shared.extraction.base"): "offline extractor belongs in extraction/",
-    ("shared.llm.offline", "shared.extraction.prefilter"): "offline extractor → extraction/",
-    ("shared.llm.offline", "shared.extraction.schemas"): "offline extractor → extraction/",
-    ("shared.llm.offline_lexicon", "shared.extraction.schemas"): "offline extractor → extraction/",
+    # The extraction prompts are filed under llm/.
     ("shared.llm.prompts", "shared.extraction.base"): "extraction prompts belong in extraction/",
     ("shared.llm.prompts", "shared.extraction.schemas"): "extraction prompts → extraction/",
     # Message search returns the context's models.
-    ("shared.memory.history", "shared.context.models"): "MessageHit/MessageRef live in context",
+    ("shared.memory.message_search", "shared.context.models"): "MessageHit in context",
     ("shared.memory.reader", "shared.context.models"): "MessageRef lives in context",
     # The guard counts its hits in ops' counter registry.
     ("shared.memory.guard", "shared.ops.metrics"): "counter registry filed under ops/",
     ("shared.context.builder", "shared.ops.metrics"): "counter registry filed under ops/",
     # The compression budget measures the history as the context renders it.
     ("shared.compression.budget", "shared.context.templates"): "history templates in context/",
-    ("shared.compression.history", "shared.context.models"): "HistoryEntry lives in context",
+    ("shared.compression.session_history", "shared.context.models"): "HistoryEntry in context",
     # Domain functions taking the whole Runtime where they need two or three of its parts.
-    ("shared.memory.history", "shared.runtime"): "takes Runtime, needs its parts",
+    ("shared.memory.message_search", "shared.runtime"): "takes Runtime, needs its parts",
     ("shared.memory.reader", "shared.runtime"): "takes Runtime, needs its parts",
     ("shared.memory.reindex", "shared.runtime"): "reindex is a flow taking Runtime",
     ("shared.compression.locks", "shared.runtime"): "takes Runtime for its Redis",
@@ -182,6 +178,6 @@ def test_allowlist_only_shrinks() -> None:
 def test_the_graph_sees_imports() -> None:
     """The reader itself: a lazy import inside a function and `from package import module`."""
     edges = {(e.importer, e.imported) for e in _graph()}
-    assert ("shared.runtime", "shared.llm.offline") in edges  # inside a function
+    assert ("shared.runtime", "shared.extraction.offline") in edges  # inside a function
     assert ("shared.ops.prometheus", "shared.ops.metrics") in edges  # from shared.ops import
     assert ("shared.memory.writer", "shared.vectors") in edges  # a name from a package
