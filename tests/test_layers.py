@@ -39,11 +39,6 @@ FORBIDDEN = ("services", "workers", "tiermem", "fastapi", "starlette", "celery",
 # Today's upward (or sideways) imports, importer -> imported module, each with what it is
 # waiting for. The list only shrinks: a test fails when an entry's import has gone.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    # The extraction run is a flow living in extraction/ (flows/extract_turn).
-    ("shared.extraction.pipeline", "shared.memory.message_search"): "extraction run is a flow",
-    ("shared.extraction.pipeline", "shared.memory.reader"): "extraction run is a flow",
-    ("shared.extraction.pipeline", "shared.memory.writer"): "extraction run is a flow",
-    ("shared.extraction.pipeline", "shared.runtime"): "extraction run is a flow",
     # The extraction prompts are filed under llm/.
     ("shared.llm.prompts", "shared.extraction.base"): "extraction prompts belong in extraction/",
     ("shared.llm.prompts", "shared.extraction.schemas"): "extraction prompts → extraction/",

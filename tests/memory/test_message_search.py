@@ -21,7 +21,7 @@ from shared.db.migrate import alembic_config, upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant, User
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.ingest import TranscriptLine
 from shared.memory import message_search
 from shared.memory.message_search import (
