@@ -24,7 +24,7 @@ ending, or a dated event such as "moved to Stavanger in May 2023") and tolerated
 
 Each message goes through the product path in-process, as a live chat would: one
 transcript line stored by `shared.transcripts.import_lines` (what `tiermem import` and POST
-/v1/import run), then `shared.extraction.pipeline.run_extraction` of its run (the worker's
+/v1/import run), then `shared.flows.extract_turn.run_extraction` of its run (the worker's
 task: extractor, embeddings, the writer's merge and supersede), before the next message.
 One fresh data folder per run (SQLite, the in-memory vector store, default settings but
 for TIERMEM_* variables in the environment, which still apply); each conversation is its
@@ -79,7 +79,7 @@ from bench.bench_offline_facts import entry_matches, key_matches, normalise
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Tenant
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.ingest import TranscriptLine, find_user
 from shared.memory.reader import MemoryPublic, list_memories
 from shared.runtime import Runtime

@@ -849,7 +849,7 @@ def render(
     lines += [
         "",
         "Messages go through `shared.ingest` (SQL + the FTS5 index by trigger) and "
-        "`shared.memory.history.index_messages` (the user's points of the tenant's message "
+        "`shared.memory.message_search.index_messages` (the user's points of the tenant's message "
         "collection). `writer` = "
         "`shared.memory.writer.write_facts` in turns of 1–10 facts; `bulk` = the same rows "
         "and points written at once, with write_facts' merge decisions replayed (facts it "

@@ -69,7 +69,7 @@ from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
 from shared.ingest import NewMessage, ingest_messages
-from shared.memory.history import (
+from shared.memory.message_search import (
     _HIT_ROWS,
     CANDIDATES_PER_RESULT,
     index_messages,

@@ -54,7 +54,7 @@ from pathlib import Path
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
 from shared.config import ExtractionSettings
 from shared.extraction.base import TurnInput
-from shared.llm.offline import VERSION, OfflineExtractor
+from shared.extraction.offline import VERSION, OfflineExtractor
 
 DATA = Path(__file__).parent / "data" / "offline_facts.jsonl"
 RESULTS = RESULTS_DIR / "offline_facts.md"

@@ -1,7 +1,7 @@
 """Loading the context benchmark's users into an embedded world (SQLite file, Qdrant folder).
 
 Everything goes through the product's own code: messages through `shared.ingest` (which
-fills the FTS5 index by trigger) and `shared.memory.history.index_messages` (the message
+fills the FTS5 index by trigger) and `shared.memory.message_search.index_messages` (the message
 collection); facts either through `shared.memory.writer.write_facts` ("writer") or as the
 very rows and points it would produce, written in bulk ("bulk"), with its merge decisions
 replayed (see `bulk_facts`). Embeddings are computed once per distinct text and may be
@@ -34,7 +34,7 @@ from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory import writer
 from shared.memory.guard import scan
-from shared.memory.history import index_messages
+from shared.memory.message_search import index_messages
 from shared.memory.normalize import may_be_paraphrases
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
@@ -156,7 +156,7 @@ def load_sessions(
 ) -> LoadedUser:
     """Store the sessions through ingest (messages + FTS5 by trigger), mark their runs done
     (as after extraction), and index the messages into the user's message collection."""
-    from shared.memory.history import index_text
+    from shared.memory.message_search import index_text
 
     settings = runtime.settings
     loaded: LoadedUser | None = None

@@ -172,6 +172,6 @@ def _make_extractor(settings: Settings) -> Extractor:
         from shared.extraction.llm_extractor import LLMExtractor
 
         return LLMExtractor(settings.llm, settings.extraction)
-    from shared.llm.offline import OfflineExtractor
+    from shared.extraction.offline import OfflineExtractor
 
     return OfflineExtractor(settings.extraction)

@@ -623,7 +623,7 @@ def offline_facts(last_user: str) -> list[dict[str, Any]]:
     `<user>` block, the person's name and the session date), as an LLM would answer them."""
     from shared.config import ExtractionSettings
     from shared.extraction.base import TurnInput
-    from shared.llm.offline import OfflineExtractor
+    from shared.extraction.offline import OfflineExtractor
 
     found, day = _TURN_USER.search(last_user), _SESSION_DATE.search(last_user)
     if found is None:

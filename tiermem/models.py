@@ -18,7 +18,7 @@ from shared.context.models import ContextPublic, MessageHit, MessageRef
 from shared.extraction.schemas import FactType
 from shared.ingest import ImportAccepted, ImportIn, MessageIn, TranscriptLine, TurnAccepted, TurnIn
 from shared.jobs import JobPublic
-from shared.memory.history import MessageHitsPublic
+from shared.memory.message_search import MessageHitsPublic
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
 from shared.ingest import TurnAccepted, TurnIn
-from shared.memory.history import MessageHitsPublic
+from shared.memory.message_search import MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
 
 

@@ -19,7 +19,7 @@ from shared.errors import DomainError
 from shared.extraction.schemas import FactType
 from shared.ingest import MessageIn, TurnAccepted, TurnIn
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
-from shared.memory.history import MAX_AROUND, MessageHitsPublic
+from shared.memory.message_search import MAX_AROUND, MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
 
 INSTRUCTIONS = (

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
-from shared.compression.history import session_history
+from shared.compression.session_history import session_history
 from shared.compression.store import display_name
 from shared.config import ContextSettings
 from shared.context import templates as t
@@ -32,7 +32,7 @@ from shared.errors import Conflict, InvalidInput, NotFound
 from shared.extraction.schemas import FACT_TYPES
 from shared.memory.beliefs import contradicts
 from shared.memory.guard import screen
-from shared.memory.history import search_history
+from shared.memory.message_search import search_history
 from shared.memory.reader import in_third_person
 from shared.ops import metrics
 from shared.runtime import Runtime

@@ -12,8 +12,8 @@ import datetime as dt
 import re
 
 from shared.extraction.base import validate_items
+from shared.extraction.offline import extract_items
 from shared.extraction.schemas import GeneralFact, TypedFact
-from shared.llm.offline import extract_items
 
 # Who an untyped memory is about: the extractor's word for a user it has no name for.
 SUBJECT = "User"

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, func, select
 
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.conftest import APP_KEY, make_settings

@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from shared.context.builder import build_context
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.ingest import NewMessage, ingest_messages
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant

@@ -28,7 +28,7 @@ from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.runtime import Runtime
 from shared.vectors import local_mode_leftovers
 from shared.vectors.base import SHARED_HNSW

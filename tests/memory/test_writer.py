@@ -26,7 +26,7 @@ from sqlmodel import Session, col, func, select
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Fact, User
 from shared.errors import TransientError
-from shared.extraction.pipeline import RunOutcome, run_extraction
+from shared.flows.extract_turn import RunOutcome, run_extraction
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory.locks import LocalUserLocks, RedisUserLocks
 from shared.memory.normalize import content_hash

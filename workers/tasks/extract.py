@@ -7,7 +7,7 @@ from typing import Any
 from celery import Task
 
 from shared.compression.service import over_trigger
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 from workers.tasks.compress import enqueue_compression

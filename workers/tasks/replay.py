@@ -12,7 +12,7 @@ from sqlmodel import Session
 from shared import replay
 from shared.config import get_settings
 from shared.db.models import ExtractionRun
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.ops.queues import read_broker
 from workers import queues
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.inputs import ID_RULE, NON_BLANK_PATTERN, Identifier
-from shared.memory.history import MAX_AROUND, MessageHitsPublic, search_user_history
+from shared.memory.message_search import MAX_AROUND, MessageHitsPublic, search_user_history
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from shared.extraction.offline.dates import DatePhrase, Prefer, When, resolve
 from shared.extraction.schemas import slot_part
-from shared.llm.offline_dates import DatePhrase, Prefer, When, resolve
 
 Item = dict[str, Any]
 

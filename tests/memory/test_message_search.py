@@ -21,10 +21,10 @@ from shared.db.migrate import alembic_config, upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant, User
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
-from shared.extraction.pipeline import run_extraction
+from shared.flows.extract_turn import run_extraction
 from shared.ingest import TranscriptLine
-from shared.memory import history
-from shared.memory.history import (
+from shared.memory import message_search
+from shared.memory.message_search import (
     Fused,
     fts5_match,
     index_messages,
@@ -405,8 +405,8 @@ def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reind
             session.execute(update(Message).values(indexed_at=None))
             session.commit()
             rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
-        history._REINDEX_TOLD.clear()
-        with caplog.at_level("WARNING", logger="shared.memory.history"):
+        message_search._REINDEX_TOLD.clear()
+        with caplog.at_level("WARNING", logger="shared.memory.message_search"):
             index_messages(runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id,
                            message_ids=[m.id for m in rows])  # fmt: skip
         assert "tiermem reindex" in caplog.text
@@ -591,7 +591,7 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
             assert user is not None
             delete_user(runtime=runtime, session=session, user=user)
 
-    embed = history._embed_uncached
+    embed = message_search._embed_uncached
 
     def delete_meanwhile(rt: Runtime, texts: Sequence[str]) -> Vectors:
         vectors = embed(rt, texts)  # the rows were read before: the user existed then
@@ -604,7 +604,7 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
         if deleted == "before indexing":
             delete()
         else:
-            monkeypatch.setattr(history, "_embed_uncached", delete_meanwhile)
+            monkeypatch.setattr(message_search, "_embed_uncached", delete_meanwhile)
         written = index_messages(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )

@@ -11,8 +11,8 @@ import pytest
 
 from shared.config import ExtractionSettings
 from shared.extraction.base import ExtractionResult, TurnInput
+from shared.extraction.offline import VERSION, OfflineExtractor
 from shared.extraction.schemas import TypedFact
-from shared.llm.offline import VERSION, OfflineExtractor
 
 # A Wednesday; every relative date below resolves against it.
 SESSION = dt.datetime(2024, 5, 8, 14, 30, tzinfo=dt.UTC)

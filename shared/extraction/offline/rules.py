@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import re
 
-from shared.llm import offline_events as events
-from shared.llm import offline_life as life
-from shared.llm import offline_pets as pets
-from shared.llm import offline_profile as profile
-from shared.llm.offline_lexicon import (
+from shared.extraction.offline import events, life, pets, profile
+from shared.extraction.offline.lexicon import (
     CONDITIONS,
     DIET,
     NAME,

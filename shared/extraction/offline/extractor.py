@@ -19,10 +19,8 @@ from shared.extraction.base import (
     is_generic_speaker,
     validate_items,
 )
-from shared.extraction.prefilter import is_small_talk
-from shared.extraction.schemas import typed_fact_adapter
-from shared.llm.offline_dates import find_date, warm_up
-from shared.llm.offline_endings import (
+from shared.extraction.offline.dates import find_date, warm_up
+from shared.extraction.offline.endings import (
     ENDING_CUE,
     ENDING_MENTIONS,
     ENDINGS,
@@ -31,8 +29,10 @@ from shared.llm.offline_endings import (
     no_longer,
     settle,
 )
-from shared.llm.offline_lexicon import Ctx, Item, Rule, strip_fillers
-from shared.llm.offline_rules import MENTIONS, RULES
+from shared.extraction.offline.lexicon import Ctx, Item, Rule, strip_fillers
+from shared.extraction.offline.rules import MENTIONS, RULES
+from shared.extraction.prefilter import is_small_talk
+from shared.extraction.schemas import typed_fact_adapter
 
 VERSION = "offline-3"
 

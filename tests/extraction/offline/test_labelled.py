@@ -8,7 +8,7 @@ import pytest
 
 from bench.bench_offline_facts import DATA, Tally, load, score
 from shared.config import ExtractionSettings
-from shared.llm.offline import OfflineExtractor
+from shared.extraction.offline import OfflineExtractor
 
 # Measured at offline-2: precision .925 (.967 with dates ignored), recall .658 (offline-1:
 # .927 / .230); the floors leave room for a message or two, not for a new kind of junk.

@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from shared.llm import offline_life as life
-from shared.llm import offline_profile as profile
-from shared.llm.offline_dates import find_date
-from shared.llm.offline_lexicon import (
+from shared.extraction.offline import life, profile
+from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.lexicon import (
     NAME,
     NOT_NAMES,
     PETS,
@@ -29,7 +28,7 @@ from shared.llm.offline_lexicon import (
     past_date,
     third,
 )
-from shared.llm.offline_profile import M, opt
+from shared.extraction.offline.profile import M, opt
 
 # Words that say a negated statement is an ending, not a plain negation ("I don't live in
 # Berlin" is odd; "I don't live in Berlin anymore" ends the Berlin fact).

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from shared.llm.offline_dates import find_date
-from shared.llm.offline_lexicon import (
+from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.lexicon import (
     POINTERS,
     TASK_WORDS,
     Ctx,
@@ -25,7 +25,7 @@ from shared.llm.offline_lexicon import (
     points_elsewhere,
     words,
 )
-from shared.llm.offline_profile import M
+from shared.extraction.offline.profile import M
 
 # Past tenses that are not "-ed", of verbs people do things with.
 IRREGULAR_PAST = words(

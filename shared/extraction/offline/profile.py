@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from shared.llm.offline_lexicon import (
+from shared.extraction.offline.lexicon import (
     DEMONYMS,
     JOB_SUFFIXES,
     JOBS,

@@ -12,9 +12,9 @@ import datetime as dt
 import re
 from dataclasses import replace
 
-from shared.llm.offline_dates import find_date
-from shared.llm.offline_lexicon import NAME, NOT_NAMES, Ctx, Item, article, past_date, words
-from shared.llm.offline_profile import M
+from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.lexicon import NAME, NOT_NAMES, Ctx, Item, article, past_date, words
+from shared.extraction.offline.profile import M
 
 # Kinds of pets and the breeds people name instead ("a golden retriever called Biscuit").
 _KINDS = (

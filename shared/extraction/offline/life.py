@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from shared.llm.offline_lexicon import (
+from shared.extraction.offline.lexicon import (
     CHAT_VERBS,
     HAVE_NOUNS,
     PETS,
@@ -20,8 +20,8 @@ from shared.llm.offline_lexicon import (
     when_suffix,
     words,
 )
-from shared.llm.offline_pets import pets_in
-from shared.llm.offline_profile import M, opt
+from shared.extraction.offline.pets import pets_in
+from shared.extraction.offline.profile import M, opt
 
 # --- health, diet, possessions ------------------------------------------------------
 

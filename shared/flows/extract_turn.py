@@ -17,7 +17,7 @@ from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import DomainError, PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speaker
-from shared.memory.history import index_messages, turn_message_ids
+from shared.memory.message_search import index_messages, turn_message_ids
 from shared.memory.reader import introduced_name
 from shared.memory.writer import provenance_for, write_facts
 from shared.runs import record_error

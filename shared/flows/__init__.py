@@ -1,0 +1,1 @@
+"""Use cases, one module each, composing the domain packages below them (docs/architecture.md)."""

@@ -1,0 +1,178 @@
+"""Imports point down: shared/'s rooms in layers, and the upward imports still waiting to move.
+
+The graph is read from the source with `ast` (no import runs), so a lazy import inside a
+function counts like one at the top of a module. docs/architecture.md draws the same layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parent.parent / "shared"
+
+# Bottom to top. A room is a package or a loose module directly under shared/. A room may
+# import rooms of the layers below it, never one above; rooms on one line are siblings and
+# do not import each other. A new room must be given its place here.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("config", "errors", "heap", "inputs", "tokens"),
+    ("db",),
+    ("ingest", "jobs", "outbox", "runs", "tenancy"),
+    ("embeddings", "vectors"),
+    ("llm",),
+    ("extraction",),
+    ("memory",),
+    ("compression",),
+    ("context",),
+    ("chat", "ops"),
+    # The process's resources: only the use cases above should see it.
+    ("runtime",),
+    # Use cases. `flows` is their folder; the loose modules beside it are flows not moved yet.
+    ("flows", "mem0_compat", "replay", "transcripts", "turn_writer"),
+)
+
+# shared/ is the domain: services/ and workers/ are thin shells around it.
+FORBIDDEN = ("services", "workers", "tiermem", "fastapi", "starlette", "celery", "kombu")
+
+# Today's upward (or sideways) imports, importer -> imported module, each with what it is
+# waiting for. The list only shrinks: a test fails when an entry's import has gone.
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {
+    # The extraction prompts are filed under llm/.
+    ("shared.llm.prompts", "shared.extraction.base"): "extraction prompts belong in extraction/",
+    ("shared.llm.prompts", "shared.extraction.schemas"): "extraction prompts → extraction/",
+    # Message search returns the context's models.
+    ("shared.memory.message_search", "shared.context.models"): "MessageHit in context",
+    ("shared.memory.reader", "shared.context.models"): "MessageRef lives in context",
+    # The guard counts its hits in ops' counter registry.
+    ("shared.memory.guard", "shared.ops.metrics"): "counter registry filed under ops/",
+    ("shared.context.builder", "shared.ops.metrics"): "counter registry filed under ops/",
+    # The compression budget measures the history as the context renders it.
+    ("shared.compression.budget", "shared.context.templates"): "history templates in context/",
+    ("shared.compression.session_history", "shared.context.models"): "HistoryEntry in context",
+    # Domain functions taking the whole Runtime where they need two or three of its parts.
+    ("shared.memory.message_search", "shared.runtime"): "takes Runtime, needs its parts",
+    ("shared.memory.reader", "shared.runtime"): "takes Runtime, needs its parts",
+    ("shared.memory.reindex", "shared.runtime"): "reindex is a flow taking Runtime",
+    ("shared.compression.locks", "shared.runtime"): "takes Runtime for its Redis",
+    ("shared.compression.service", "shared.runtime"): "compression run is a flow",
+    ("shared.context.builder", "shared.runtime"): "context build is a flow",
+    ("shared.chat.turn", "shared.runtime"): "chat turn is a flow",
+    # A migration is a script run from above; this one reuses the memory slot upgrade.
+    (
+        "shared.db.migrations.versions.0008_fact_slots_v2",
+        "shared.memory.slot_upgrade",
+    ): "migration 0008 upgrades slots with memory's own code",
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    importer: str
+    imported: str
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SHARED.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(SHARED.rglob("*.py"))}
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str:
+    """The longest known module `name` starts with (`shared.x.Thing` -> `shared.x`)."""
+    while name not in known and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[Edge]:
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Edge(module, _resolve(alias.name, known), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                yield Edge(module, _resolve(f"{source}.{alias.name}", known), node.lineno)
+
+
+def _graph() -> list[Edge]:
+    known = _modules()
+    return [e for m, p in known.items() for e in _imports(m, p, known) if e.imported != m]
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+_LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
+
+
+def _upward(edges: list[Edge]) -> dict[tuple[str, str], Edge]:
+    """Imports into a room on the same layer or above (imports within a room are free)."""
+    found: dict[tuple[str, str], Edge] = {}
+    for e in edges:
+        if not e.imported.startswith("shared."):
+            continue
+        a, b = _room(e.importer), _room(e.imported)
+        if a != b and _LEVEL[b] >= _LEVEL[a]:
+            found.setdefault((e.importer, e.imported), e)
+    return found
+
+
+def _describe(upward: dict[tuple[str, str], Edge], new: set[tuple[str, str]]) -> str:
+    lines = [
+        f"  {'NEW ' if key in new else '    '}{e.importer} -> {e.imported}  "
+        f"({_room(e.importer)} L{_LEVEL[_room(e.importer)]} -> "
+        f"{_room(e.imported)} L{_LEVEL[_room(e.imported)]}, line {e.line})"
+        for key, e in sorted(upward.items())
+    ]
+    return "upward imports in shared/ (NEW = not allowlisted):\n" + "\n".join(lines)
+
+
+def test_every_room_has_a_layer() -> None:
+    rooms = {_room(m) for m in _modules() if _room(m)}
+    missing = sorted(rooms - set(_LEVEL))
+    assert not missing, f"place these rooms of shared/ in LAYERS (tests/test_layers.py): {missing}"
+    assert len(_LEVEL) == sum(len(rooms) for rooms in LAYERS), "a room is on two layers"
+
+
+def test_shared_imports_no_app_and_no_framework() -> None:
+    bad = [
+        f"{e.importer} imports {e.imported} (line {e.line})"
+        for e in _graph()
+        if e.imported.split(".")[0] in FORBIDDEN
+    ]
+    assert not bad, "shared/ must not import the apps or their frameworks:\n" + "\n".join(bad)
+
+
+def test_imports_point_down() -> None:
+    upward = _upward(_graph())
+    new = set(upward) - set(ALLOWED_UPWARD)
+    assert not new, _describe(upward, new)
+
+
+def test_allowlist_only_shrinks() -> None:
+    """An allowlisted import that has gone (or now points down) leaves the list for good."""
+    gone = sorted(set(ALLOWED_UPWARD) - set(_upward(_graph())))
+    assert not gone, "remove from ALLOWED_UPWARD (tests/test_layers.py), fixed: " + ", ".join(
+        f"{a} -> {b}" for a, b in gone
+    )
+
+
+def test_the_graph_sees_imports() -> None:
+    """The reader itself: a lazy import inside a function and `from package import module`."""
+    edges = {(e.importer, e.imported) for e in _graph()}
+    assert ("shared.runtime", "shared.extraction.offline") in edges  # inside a function
+    assert ("shared.ops.prometheus", "shared.ops.metrics") in edges  # from shared.ops import
+    assert ("shared.memory.writer", "shared.vectors") in edges  # a name from a package
