@@ -45,7 +45,7 @@ def thread_worker(queue_names: list[str], concurrency: int, name: str) -> WorkCo
         app=celery_app,
         pool="threads",
         concurrency=concurrency,
-        queues=list(queues.ALL),  # Celery's queue selection is app-wide: select them all
+        queues=list(queues.QUEUES),  # Celery's queue selection is app-wide: select them all
         hostname=hostname,
         without_heartbeat=True,
         without_mingle=True,

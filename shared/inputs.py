@@ -22,9 +22,10 @@ from pydantic_core import PydanticCustomError
 # The JSON-schema pattern: a full match in pydantic (Rust regex) and in JSON Schema alike,
 # where `$` ends the text. Python's `re` lets `$` match before a final newline, so code
 # checks ids with fullmatch on the class below, never re.match on the pattern.
-ID_CHARS = r"A-Za-z0-9._:@\-"  # a regex character class's contents
+ID_FIRST_CHARS = "A-Za-z0-9"  # a regex character class's contents, as ID_CHARS
+ID_CHARS = rf"{ID_FIRST_CHARS}._:@\-"
 ID_MAX_LENGTH = 128
-_ID = rf"[A-Za-z0-9][{ID_CHARS}]{{0,{ID_MAX_LENGTH - 1}}}"
+_ID = rf"[{ID_FIRST_CHARS}][{ID_CHARS}]{{0,{ID_MAX_LENGTH - 1}}}"
 ID_PATTERN = f"^{_ID}$"
 ID_RULE = "1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit"
 _ID_BODY = re.compile(_ID)

@@ -3,9 +3,7 @@ a queue. The names are shared.ops.queues' (ops lists the same queues)."""
 
 from shared.ops.queues import COMPRESS, EXTRACT, MAINTENANCE, QUEUES, REPLAY
 
-ALL = QUEUES
-
-__all__ = ["ALL", "COMPRESS", "EXTRACT", "MAINTENANCE", "REPLAY", "TASK_ROUTES"]
+__all__ = ["COMPRESS", "EXTRACT", "MAINTENANCE", "QUEUES", "REPLAY", "TASK_ROUTES"]
 
 TASK_ROUTES = {
     "tiermem.extract_turn": {"queue": EXTRACT},

@@ -22,6 +22,7 @@ from services.cli.settings import load_settings
 from shared.config import Settings
 from shared.errors import DomainError, Unavailable
 from shared.ingest import TranscriptLine
+from shared.ops.queues import QUEUES, REPLAY
 from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(
@@ -130,7 +131,7 @@ def api(
 def worker(
     queues: Annotated[
         str, typer.Option(help="comma-separated; maintenance takes the outbox sweeps")
-    ] = "extract,compress,replay,maintenance",
+    ] = ",".join(QUEUES),
     concurrency: Annotated[int | None, typer.Option()] = None,
     pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
     beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,
@@ -184,7 +185,7 @@ def worker(
         settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
     if replay_concurrency:
-        if "replay" in queues.split(",") or beat:
+        if REPLAY in queues.split(",") or beat:
             console.print(
                 "[red]--replay-concurrency is for a worker whose --queues leave out replay, "
                 "without --beat (run `tiermem beat` on its own)"

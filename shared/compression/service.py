@@ -50,7 +50,7 @@ from shared.config import CompressionSettings, Settings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
 from shared.errors import Conflict, NotFound, TransientError
-from shared.runs import record_error
+from shared.runs import record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,9 @@ def compress_session(
             return _run_locked(runtime, chat_id, run_id, last_attempt=last_attempt)
     except CompressionBusy as exc:
         if run_id:
-            _record_error(runtime, run_id, exc.message, final=last_attempt)
+            record_run_error(
+                runtime.engine, CompressionRun, run_id, exc.message, final=last_attempt
+            )
         raise
 
 
@@ -199,10 +201,14 @@ def _run_locked(
             run_id=run_id,
         )
     except OperationalError as exc:  # database locked / connection lost between steps
-        _record_error(runtime, run_id, f"database: {exc.orig}", final=last_attempt)
+        record_run_error(
+            runtime.engine, CompressionRun, run_id, f"database: {exc.orig}", final=last_attempt
+        )
         raise TransientError(f"database error: {exc.orig}") from exc
     except Exception as exc:
-        _record_error(runtime, run_id, f"{type(exc).__name__}: {exc}", final=True)
+        record_run_error(
+            runtime.engine, CompressionRun, run_id, f"{type(exc).__name__}: {exc}", final=True
+        )
         raise
     stats = result.stats
     next_run_id = None
@@ -281,16 +287,6 @@ def _start_run(
         run.summarizer = summarizer
         session.add(run)
         return run.id, run.focus
-
-
-def _record_error(runtime: Runtime, run_id: str, error: str, *, final: bool) -> None:
-    log.warning("compression run %s: %s", run_id, error, extra={"run_id": run_id})
-    with session_scope(runtime.engine) as session:
-        run = session.get(CompressionRun, run_id)
-        if run is None:
-            return
-        record_error(run, error, final=final)
-        session.add(run)
 
 
 # -- the API side ----------------------------------------------------------------------------

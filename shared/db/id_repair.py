@@ -11,9 +11,10 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from shared.db.models import ChatSession, Message, User
-from shared.inputs import ID_CHARS, ID_MAX_LENGTH, is_identifier
+from shared.inputs import ID_CHARS, ID_FIRST_CHARS, ID_MAX_LENGTH, is_identifier
 
 _NOT_ALLOWED = re.compile(f"[^{ID_CHARS}]+")
+_NOT_FIRST = re.compile(f"^[^{ID_FIRST_CHARS}]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +29,7 @@ class IdRepair:
 def reachable_form(value: str) -> str:
     """The nearest id the rule allows: outer whitespace gone, other characters as '_'."""
     cleaned = _NOT_ALLOWED.sub("_", value.strip())
-    cleaned = cleaned.lstrip("._:@-")  # must start with a letter or digit
+    cleaned = _NOT_FIRST.sub("", cleaned)
     return (cleaned or "id")[:ID_MAX_LENGTH]
 
 

@@ -1,4 +1,4 @@
-"""GET /metrics: the ops numbers in the Prometheus text format (version 0.0.4).
+"""GET /metrics: the ops numbers as prometheus_client metric families, in its text format (0.0.4).
 
 Read at scrape time from SQL, the broker and the worker heartbeats, so one API process
 reports for every worker process and nothing resets when a worker restarts. What SQL
@@ -9,10 +9,16 @@ the context builder dropped as contradicted) is counted in this process, from it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client import generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 
@@ -52,6 +58,7 @@ VECTOR_GAUGES = (
         "other_layout_collections",
     ),
 )
+GUARD_LABELS = ("reason", "source")  # what shared.memory.guard counts its hits by
 TENANT_SERIES = (
     ("tiermem_tenant_turns_pending", "gauge", "turns waiting for extraction", "turns_pending"),
     ("tiermem_tenant_facts_active", "gauge", "active facts", "facts_active"),
@@ -65,37 +72,30 @@ TENANT_SERIES = (
 )
 
 
-class Exposition:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str) -> None:
-        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-
-    def sample(self, name: str, value: float | None, **labels: str) -> None:
-        if value is None:
-            return
-        body = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels.items()))
-        self.lines.append(f"{name}{{{body}}} {float(value):g}" if body else f"{name} {value:g}")
-
-    def histogram(
-        self, name: str, help_text: str, bounds: Sequence[float], row: Sequence[Any]
-    ) -> None:
-        """`row`: the cumulative count per bound, then the sum and the count (_histogram_row)."""
-        *cumulative, total, count = row
-        self.family(name, "histogram", help_text)
-        for bound, n in zip(bounds, cumulative, strict=True):
-            self.sample(f"{name}_bucket", int(n or 0), le=f"{bound:g}")
-        self.sample(f"{name}_bucket", int(count), le="+Inf")
-        self.sample(f"{name}_sum", float(total or 0))
-        self.sample(f"{name}_count", int(count))
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+_Family = GaugeMetricFamily | CounterMetricFamily
+_KINDS: dict[str, type[_Family]] = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _family(out: list[Metric], kind: str, name: str, help_text: str, *labels: str) -> _Family:
+    family = _KINDS[kind](name, help_text, labels=labels)
+    out.append(family)
+    return family
+
+
+def _add(family: _Family, value: float | None, *labels: str) -> None:
+    """One sample, its label values in the order the family names them; None is left out."""
+    if value is not None:
+        family.add_metric(labels, value)  # a bool (paused) is 1.0 or 0.0
+
+
+def _histogram(
+    out: list[Metric], name: str, help_text: str, bounds: Sequence[float], row: Sequence[Any]
+) -> None:
+    """`row`: the cumulative count per bound, then the sum and the count (_histogram_row)."""
+    *cumulative, total, count = row
+    buckets = [(f"{b:g}", int(n or 0)) for b, n in zip(bounds, cumulative, strict=True)]
+    buckets.append(("+Inf", int(count)))
+    out.append(HistogramMetricFamily(name, help_text, buckets, sum_value=float(total or 0)))
 
 
 def _histogram_row(session: Session, column: Any, bounds: Sequence[float]) -> Sequence[Any]:
@@ -108,37 +108,41 @@ def _histogram_row(session: Session, column: Any, bounds: Sequence[float]) -> Se
 
 
 def _queues(
-    out: Exposition, session: Session, settings: Settings, workers: list[WorkerInfo]
+    out: list[Metric], session: Session, settings: Settings, workers: list[WorkerInfo]
 ) -> OpsSnapshot:
     snap = snapshot(session=session, settings=settings, failed_limit=0, workers=workers)
     for name, help_text, field in QUEUE_GAUGES:
-        out.family(name, "gauge", help_text)
+        family = _family(out, "gauge", name, help_text, "queue")
         for queue in snap.queues:
-            value = getattr(queue, field)
-            out.sample(name, int(value) if isinstance(value, bool) else value, queue=queue.name)
+            _add(family, getattr(queue, field), queue.name)
     return snap
 
 
-def _runs(out: Exposition, session: Session) -> None:
-    out.family("tiermem_runs_total", "counter", "runs by queue and status")
+def _runs(out: list[Metric], session: Session) -> None:
+    runs = _family(
+        out, "counter", "tiermem_runs_total", "runs by queue and status", "queue", "status"
+    )
     for queue, table in RUN_TABLES.items():
         status_col = col(table.model.status)
         query = select(status_col, func.count()).where(table.scope()).group_by(status_col)
         for status, count in session.execute(query):
-            out.sample("tiermem_runs_total", count, queue=queue, status=status)
-    out.histogram(
+            _add(runs, count, queue, status)
+    _histogram(
+        out,
         "tiermem_extraction_duration_seconds",
         "claim to finish, done runs",
         SECONDS_BUCKETS,
         _histogram_row(session, col(ExtractionRun.duration_ms) / 1000.0, SECONDS_BUCKETS),
     )
-    out.histogram(
+    _histogram(
+        out,
         "tiermem_extraction_llm_seconds",
         "the LLM call of done runs",
         SECONDS_BUCKETS,
         _histogram_row(session, col(ExtractionRun.llm_ms) / 1000.0, SECONDS_BUCKETS),
     )
-    out.histogram(
+    _histogram(
+        out,
         "tiermem_facts_per_turn",
         "valid facts extracted per turn",
         FACT_BUCKETS,
@@ -152,15 +156,27 @@ def _runs(out: Exposition, session: Session) -> None:
             func.sum(ExtractionRun.facts_invalid),
         )
     ).one()
-    out.family("tiermem_dedup_total", "counter", "what the writer did with extracted facts")
+    dedup = _family(
+        out, "counter", "tiermem_dedup_total", "what the writer did with extracted facts", "outcome"
+    )
     for outcome, value in (("added", added), ("merged", merged), ("superseded", superseded)):
-        out.sample("tiermem_dedup_total", int(value or 0), outcome=outcome)
-    out.family("tiermem_facts_invalid_total", "counter", "extracted items dropped by validation")
-    out.sample("tiermem_facts_invalid_total", int(invalid or 0))
+        _add(dedup, int(value or 0), outcome)
+    dropped = _family(
+        out, "counter", "tiermem_facts_invalid_total", "extracted items dropped by validation"
+    )
+    _add(dropped, int(invalid or 0))
 
 
-def _llm(out: Exposition, session: Session) -> None:
-    out.family("tiermem_llm_tokens_total", "counter", "LLM tokens by model, stage and kind")
+def _llm(out: list[Metric], session: Session) -> None:
+    tokens = _family(
+        out,
+        "counter",
+        "tiermem_llm_tokens_total",
+        "LLM tokens by model, stage and kind",
+        "model",
+        "stage",
+        "kind",
+    )
     rows: list[tuple[str, Any]] = []
     for stage, table, model_col in (
         ("extraction", ExtractionRun, col(ExtractionRun.model)),
@@ -176,93 +192,130 @@ def _llm(out: Exposition, session: Session) -> None:
         rows += [(stage, row) for row in session.execute(query)]
     for stage, (model, prompt, completion, _) in rows:
         for kind, value in (("prompt", prompt), ("completion", completion)):
-            out.sample(
-                "tiermem_llm_tokens_total",
-                int(value or 0),
-                model=model or "offline",
-                stage=stage,
-                kind=kind,
-            )
-    out.family("tiermem_llm_errors_total", "counter", "failed runs by model and stage")
+            _add(tokens, int(value or 0), model or "offline", stage, kind)
+    errors = _family(
+        out,
+        "counter",
+        "tiermem_llm_errors_total",
+        "failed runs by model and stage",
+        "model",
+        "stage",
+    )
     for stage, (model, _, _, failed) in rows:
-        out.sample(
-            "tiermem_llm_errors_total", int(failed or 0), model=model or "offline", stage=stage
-        )
+        _add(errors, int(failed or 0), model or "offline", stage)
 
 
-def _format_fallbacks(out: Exposition, fallbacks: list[FormatFallback]) -> None:
-    name = "tiermem_llm_structured_output_fallbacks_total"
-    out.family(
-        name, "counter", "extraction runs that used json_object: the server rejected json_schema"
+def _format_fallbacks(out: list[Metric], fallbacks: list[FormatFallback]) -> None:
+    family = _family(
+        out,
+        "counter",
+        "tiermem_llm_structured_output_fallbacks_total",
+        "extraction runs that used json_object: the server rejected json_schema",
+        "model",
     )
     for fallback in fallbacks:
-        out.sample(name, fallback.runs, model=fallback.model)
+        _add(family, fallback.runs, fallback.model)
 
 
-def _guard(out: Exposition, session: Session) -> None:
-    out.family("tiermem_facts_quarantined", "gauge", "facts kept out of prompts by the guard")
-    quarantined = session.execute(
+def _guard(out: list[Metric], session: Session) -> None:
+    quarantined = _family(
+        out, "gauge", "tiermem_facts_quarantined", "facts kept out of prompts by the guard"
+    )
+    count = session.execute(
         select(func.count()).where(col(Fact.quarantine_reason).is_not(None))
     ).scalar_one()
-    out.sample("tiermem_facts_quarantined", int(quarantined))
-    out.family(
-        "tiermem_injection_guard_hits_total",
+    _add(quarantined, int(count))
+    hits = _family(
+        out,
         "counter",
+        "tiermem_injection_guard_hits_total",
         "texts the guard flagged in this process (memories, history, facts)",
+        *GUARD_LABELS,
     )
     for sample in metrics.COUNTERS.snapshot():
         if sample.name == HITS_METRIC:
-            out.sample("tiermem_injection_guard_hits_total", sample.value, **sample.label_dict())
+            labels = sample.label_dict()
+            _add(hits, sample.value, *(labels[k] for k in GUARD_LABELS))
 
 
-def _workers(out: Exposition, workers: list[WorkerInfo]) -> None:
-    out.family("tiermem_workers", "gauge", "live workers (a heartbeat within three intervals)")
-    out.sample("tiermem_workers", len(workers))
-    out.family("tiermem_worker_active_tasks", "gauge", "tasks executing per worker")
+def _workers(out: list[Metric], workers: list[WorkerInfo]) -> None:
+    live = _family(
+        out, "gauge", "tiermem_workers", "live workers (a heartbeat within three intervals)"
+    )
+    _add(live, len(workers))
+    active = _family(
+        out, "gauge", "tiermem_worker_active_tasks", "tasks executing per worker", "worker"
+    )
     for worker in workers:
-        out.sample("tiermem_worker_active_tasks", worker.active, worker=worker.hostname)
+        _add(active, worker.active, worker.hostname)
 
 
-def _tenants(out: Exposition, tenants: list[Any]) -> None:
+def _tenants(out: list[Metric], tenants: list[Any]) -> None:
     for name, kind, help_text, field in TENANT_SERIES:
-        out.family(name, kind, help_text)
+        family = _family(out, kind, name, help_text, "tenant")
         for tenant in tenants:
             value = (
                 tenant.llm_prompt_tokens + tenant.llm_completion_tokens
                 if field == "llm_tokens"
                 else getattr(tenant, field)
             )
-            out.sample(name, value, tenant=tenant.name)
+            _add(family, value, tenant.name)
 
 
-def _vectors(out: Exposition, stats: VectorStats) -> None:
-    out.family("tiermem_vector_store_info", "gauge", "where vectors live (labels), always 1")
-    out.sample("tiermem_vector_store_info", 1, engine=stats.engine, layout=stats.layout)
+def _vectors(out: list[Metric], stats: VectorStats) -> None:
+    info = _family(
+        out,
+        "gauge",
+        "tiermem_vector_store_info",
+        "where vectors live (labels), always 1",
+        "engine",
+        "layout",
+    )
+    _add(info, 1, stats.engine, stats.layout)
     for name, help_text, field in VECTOR_GAUGES:
-        out.family(name, "gauge", help_text)
-        out.sample(name, getattr(stats, field))
-    out.family("tiermem_vector_points", "gauge", "points per layout of their collection")
-    for layout, points in (stats.points_by_layout or {}).items():
-        out.sample("tiermem_vector_points", points, layout=layout)
-    name = "tiermem_vector_collections_by_optimizer"
-    out.family(
-        name, "gauge", "collections per optimizer state (ok, optimizing, pending, none, error)"
+        _add(_family(out, "gauge", name, help_text), getattr(stats, field))
+    points = _family(
+        out, "gauge", "tiermem_vector_points", "points per layout of their collection", "layout"
+    )
+    for layout, count in (stats.points_by_layout or {}).items():
+        _add(points, count, layout)
+    optimizer = _family(
+        out,
+        "gauge",
+        "tiermem_vector_collections_by_optimizer",
+        "collections per optimizer state (ok, optimizing, pending, none, error)",
+        "state",
     )
     for state, count in (stats.optimizer or {}).items():
-        out.sample(name, count, state=state.split(":", 1)[0])
+        _add(optimizer, count, state.split(":", 1)[0])
+
+
+class Scrape:
+    """A prometheus_client collector: the families one scrape reads from SQL, the broker and
+    the heartbeats, then the process's own prometheus_client metrics."""
+
+    def __init__(
+        self, *, session: Session, settings: Settings, vectors: VectorStats | None = None
+    ) -> None:
+        self._session = session
+        self._settings = settings
+        self._vectors = vectors
+
+    def collect(self) -> Iterator[Metric]:
+        out: list[Metric] = []
+        workers = HeartbeatStore.from_settings(self._settings).read()  # once: queues, workers
+        snap = _queues(out, self._session, self._settings, workers)
+        _runs(out, self._session)
+        _llm(out, self._session)
+        _format_fallbacks(out, snap.llm_format_fallbacks)
+        _guard(out, self._session)
+        _workers(out, workers)
+        _tenants(out, list(snap.tenants))
+        if self._vectors is not None:
+            _vectors(out, self._vectors)
+        yield from out
+        yield from metrics.REGISTRY.collect()
 
 
 def render(*, session: Session, settings: Settings, vectors: VectorStats | None = None) -> str:
-    out = Exposition()
-    workers = HeartbeatStore.from_settings(settings).read()  # once: queues and workers
-    snap = _queues(out, session, settings, workers)
-    _runs(out, session)
-    _llm(out, session)
-    _format_fallbacks(out, snap.llm_format_fallbacks)
-    _guard(out, session)
-    _workers(out, workers)
-    _tenants(out, list(snap.tenants))
-    if vectors is not None:
-        _vectors(out, vectors)
-    # the process's prometheus_client metrics, in the same text format, after the rest
-    return out.text() + generate_latest(metrics.REGISTRY).decode()
+    return generate_latest(Scrape(session=session, settings=settings, vectors=vectors)).decode()

@@ -14,7 +14,7 @@ from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, utcnow
-from shared.ops.queues import of_tenant, percentile_of, utc
+from shared.ops.queues import EXTRACT, of_tenant, percentile_of, utc
 
 
 class Point(BaseModel):
@@ -27,7 +27,7 @@ class Point(BaseModel):
 
 
 class Series(BaseModel):
-    queue: str = "extract"
+    queue: str = EXTRACT
     minutes: int
     points: list[Point]
 

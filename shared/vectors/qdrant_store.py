@@ -44,6 +44,7 @@ from shared.vectors.base import (
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+M = TypeVar("M")
 Mode = Literal["server", "memory"]
 RECHECK_S = 60.0
 
@@ -154,14 +155,24 @@ class QdrantVectorStore:
             return not self._client.collection_exists(collection)
         return False
 
-    def _existing(self, collection: str) -> _Form | None:
+    def _unless_missing(self, collection: str, fn: Callable[[], T], missing: M) -> T | M:
+        """`_call(fn)`, or `missing` when the collection does not exist (dropped, perhaps
+        behind our cache's back by another process: the cache forgets it too)."""
         with self._lock:
             try:
-                info = self._call(lambda: self._client.get_collection(collection))
+                return self._call(fn)
             except (UnexpectedResponse, ValueError) as exc:
-                if self._is_missing(exc, collection):
-                    return None
-                raise
+                if not self._is_missing(exc, collection):
+                    raise
+                self._known.pop(collection, None)
+                return missing
+
+    def _existing(self, collection: str) -> _Form | None:
+        info = self._unless_missing(
+            collection, lambda: self._client.get_collection(collection), None
+        )
+        if info is None:
+            return None
         params: Any = info.config.params.vectors
         sparse = SPARSE in (info.config.params.sparse_vectors or {})
         if sparse and isinstance(params, dict):
@@ -309,21 +320,17 @@ class QdrantVectorStore:
                 )
             return known
 
-        def write() -> None:
+        def write() -> bool:
             structs = [_struct(p, made.sparse) for p in fitted(checked, sparse=made.sparse)]
             if structs:
                 # wait=True: the dedup step searches right after writing and must see it.
                 self._client.upsert(collection, points=structs, wait=True)
+            return True
 
         made = form()
         with self._lock:
-            try:
-                self._call(write)
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
+            if not self._unless_missing(collection, write, False):
                 # Dropped behind our cache's back (delete-user in another process): recreate.
-                self._known.pop(collection, None)
                 made = form()
                 self._call(write)
 
@@ -339,31 +346,23 @@ class QdrantVectorStore:
             assert scoped is not None
             scoped.must = [qm.HasIdCondition(has_id=list(canonical)), *(scoped.must or [])]
             selector = qm.FilterSelector(filter=scoped)
-        with self._lock:
-            try:
-                self._call(
-                    lambda: self._client.delete(collection, points_selector=selector, wait=True)
-                )
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
-                self._known.pop(collection, None)
+        self._unless_missing(
+            collection,
+            lambda: self._client.delete(collection, points_selector=selector, wait=True),
+            None,
+        )
 
     def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
         where = _to_filter(payload_filter)
         if where is None:
             raise InvalidInput("delete_where needs a filter; drop_collection removes everything")
-        with self._lock:
-            try:
-                self._call(
-                    lambda: self._client.delete(
-                        collection, points_selector=qm.FilterSelector(filter=where), wait=True
-                    )
-                )
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
-                self._known.pop(collection, None)
+        self._unless_missing(
+            collection,
+            lambda: self._client.delete(
+                collection, points_selector=qm.FilterSelector(filter=where), wait=True
+            ),
+            None,
+        )
 
     def search(
         self,
@@ -383,7 +382,8 @@ class QdrantVectorStore:
             if known is None:
                 return []
             try:
-                response = self._call(
+                response = self._unless_missing(
+                    collection,
                     lambda: self._client.query_points(
                         collection,
                         query=query,
@@ -393,12 +393,10 @@ class QdrantVectorStore:
                         query_filter=query_filter,
                         with_payload=True,
                         with_vectors=False,
-                    )
+                    ),
+                    None,
                 )
-            except (UnexpectedResponse, ValueError) as exc:
-                if self._is_missing(exc, collection):
-                    self._known.pop(collection, None)
-                    return []
+            except (UnexpectedResponse, ValueError):
                 existing = self._existing(collection)  # a failed search only: the query?
                 if existing is not None:
                     check_query_dim(query, existing.dim, collection)
@@ -412,6 +410,8 @@ class QdrantVectorStore:
                             payload_filter=payload_filter,
                         )
                 raise
+        if response is None:
+            return []
         return [
             VectorHit(id=str(p.id), score=float(p.score), payload=p.payload or {})
             for p in response.points
@@ -454,29 +454,31 @@ class QdrantVectorStore:
             check_query_dim(query, known.dim, collection)
             if limit <= 0:
                 return HybridHits([], [])
-            try:
-                # One request: a server plans the two searches as a batch.
-                found = self._call(
-                    lambda: self._client.query_batch_points(collection, requests=requests(limit))
+            # One request: a server plans the two searches as a batch.
+            found = self._unless_missing(
+                collection,
+                lambda: self._client.query_batch_points(collection, requests=requests(limit)),
+                None,
+            )
+            if found is None:
+                return None
+            by_meaning = _scored(found[0].points)
+            by_words = _scored(found[1].points) if words is not None else []
+            ids = list(dict.fromkeys(h.id for h in [*by_meaning, *by_words]))
+            # Then every candidate by both (ADR 0014): a few dozen points, found by id.
+            again = (
+                self._unless_missing(
+                    collection,
+                    lambda: self._client.query_batch_points(
+                        collection, requests=requests(len(ids), ids)
+                    ),
+                    None,
                 )
-                by_meaning = _scored(found[0].points)
-                by_words = _scored(found[1].points) if words is not None else []
-                ids = list(dict.fromkeys(h.id for h in [*by_meaning, *by_words]))
-                # Then every candidate by both (ADR 0014): a few dozen points, found by id.
-                again = (
-                    self._call(
-                        lambda: self._client.query_batch_points(
-                            collection, requests=requests(len(ids), ids)
-                        )
-                    )
-                    if ids
-                    else []
-                )
-            except (UnexpectedResponse, ValueError) as exc:
-                if self._is_missing(exc, collection):
-                    self._known.pop(collection, None)
-                    return None
-                raise
+                if ids
+                else []
+            )
+            if again is None:
+                return None
         if not ids:
             return HybridHits([], [])
         return HybridHits(
@@ -494,33 +496,23 @@ class QdrantVectorStore:
         wanted = list(dict.fromkeys(canonical_id(i) for i in ids))  # dedupe, keep order
         if not wanted:
             return []
-        with self._lock:
-            try:
-                records = self._call(
-                    lambda: self._client.retrieve(
-                        collection, ids=wanted, with_payload=True, with_vectors=with_vectors
-                    )
-                )
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
-                self._known.pop(collection, None)
-                return []
+        records = self._unless_missing(
+            collection,
+            lambda: self._client.retrieve(
+                collection, ids=wanted, with_payload=True, with_vectors=with_vectors
+            ),
+            None,
+        )
+        if records is None:
+            return []
         return ordered_hits(wanted, records, with_vectors=with_vectors)
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
         where = _to_filter(payload_filter)
-        with self._lock:
-            try:
-                result = self._call(
-                    lambda: self._client.count(collection, count_filter=where, exact=True)
-                )
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
-                self._known.pop(collection, None)
-                return 0
-        return result.count
+        result = self._unless_missing(
+            collection, lambda: self._client.count(collection, count_filter=where, exact=True), None
+        )
+        return 0 if result is None else result.count
 
     @property
     def reclaims_deleted(self) -> str:
@@ -536,13 +528,11 @@ class QdrantVectorStore:
         return False  # a server vacuums by itself; memory mode frees on exit
 
     def describe(self, collection: str) -> CollectionState | None:
-        with self._lock:
-            try:
-                info = self._call(lambda: self._client.get_collection(collection))
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
-                return None
+        info = self._unless_missing(
+            collection, lambda: self._client.get_collection(collection), None
+        )
+        if info is None:
+            return None
         failed = getattr(info.optimizer_status, "error", None)
         return CollectionState(
             points=info.points_count or 0,
@@ -554,11 +544,9 @@ class QdrantVectorStore:
     def drop_collection(self, collection: str) -> None:
         with self._lock:
             self._known.pop(collection, None)
-            try:
-                self._call(lambda: self._client.delete_collection(collection))
-            except (UnexpectedResponse, ValueError) as exc:
-                if not self._is_missing(exc, collection):
-                    raise
+            self._unless_missing(
+                collection, lambda: self._client.delete_collection(collection), None
+            )
         logger.info("dropped vector collection", extra={"collection": collection})
 
     def list_collections(self) -> list[str]:

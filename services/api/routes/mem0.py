@@ -18,7 +18,7 @@ from services.api.deps import (
 from shared.db.models import ExtractionRun, User, new_id, utcnow
 from shared.errors import InvalidInput, NotFound
 from shared.ingest import TranscriptLine, find_user, validate_content
-from shared.inputs import storable
+from shared.inputs import ID_MAX_LENGTH, storable
 from shared.mem0_compat.memories import (
     Mem0History,
     Mem0Hit,
@@ -183,7 +183,7 @@ def add(
             ],
         )
     run_id = body.run_id or f"mem0-{owner}"
-    session_id = run_id if len(run_id) <= 128 else point_id("mem0", run_id)
+    session_id = run_id if len(run_id) <= ID_MAX_LENGTH else point_id("mem0", run_id)
     try:
         lines = [
             TranscriptLine.model_validate(
