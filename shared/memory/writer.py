@@ -151,15 +151,9 @@ def apply_facts(
         new.quarantine_reason = screen(new.content, source="fact")
         if new.quarantine_reason is not None:
             new.slot = None  # parked: a flagged fact neither retires nor is retired by a clean one
-        if fact.ended and new.quarantine_reason is None:  # a flagged ending ends nothing
-            outcome.superseded += _apply_ending(session, new, prov)
-            session.add(new)
-            session.flush()
-            batch.append((new, vector))
-            to_upsert[new.id] = vector
-            outcome.added.append(new.id)
-            continue
-        rival = _active_in_slot(session, prov.user_id, new.slot)
+        # a flagged ending ends nothing: it is stored as any flagged fact is
+        ending = fact.ended and new.quarantine_reason is None
+        rival = None if ending else _active_in_slot(session, prov.user_id, new.slot)
         if rival is not None and rival.id != new.id and rival.first_seen_at > prov.seen_at:
             # An older statement processed late (an imported transcript, a replay): it is
             # history, recorded as already replaced by the newer value, which stays.
@@ -169,12 +163,15 @@ def apply_facts(
             session.flush()
             outcome.added.append(new.id)
             continue
-        if rival is not None and rival.id != new.id:
-            _retire(session, rival, by=new, at=prov.seen_at)
-            outcome.superseded.append(rival.id)
-        for ending in _endings_reopened_by(session, new, prov):
-            _retire(session, ending, by=new, at=prov.seen_at)
-            outcome.superseded.append(ending.id)
+        if ending:
+            outcome.superseded += _apply_ending(session, new, prov)
+        else:
+            retired = [rival] if rival is not None and rival.id != new.id else []
+            # an ending in the slot is the rival already: each retired once
+            retired += [e for e in _endings_reopened_by(session, new, prov) if e not in retired]
+            for old in retired:
+                _retire(session, old, by=new, at=prov.seen_at)
+            outcome.superseded += [old.id for old in retired]
         session.add(new)
         session.flush()
         batch.append((new, vector))

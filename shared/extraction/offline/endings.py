@@ -9,6 +9,7 @@ the value named is the one held. These rules run before the others on every clau
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import replace
 
@@ -37,14 +38,16 @@ _PET_KINDS = rf"(?:{PETS[3:-1]}|goldfish|fish|pets?|dogs|cats|animals?)"
 _UNNAMED = {"*", "any", "all"}
 
 
-def _ended(item: Item, content: str) -> Item:
-    return {**item, "ended": True, "content": content}
+def _ending(item: Item, day: dt.date | None = None, *, content: str | None = None) -> Item:
+    """A built fact, stating that its value ended (dated when the clause said when)."""
+    ended = {**item, "ended": True, "valid_from": day or item.get("valid_from")}
+    return {**ended, "content": content} if content else ended
 
 
 def _identity_end(c: Ctx, attribute: str, value: str, content: str, *tags: str) -> list[Item]:
     when, day = past_date(c)
     item = c.item("identity", f"{content}{when}", list(tags), attribute=attribute, value=value)
-    return [{**item, "ended": True, "valid_from": day}]
+    return [_ending(item, day)]
 
 
 def _head(raw: str | None) -> str:
@@ -118,14 +121,14 @@ def quit_habit(m: M, c: Ctx) -> list[Item]:
         aim = f"{_GOAL_VERB[v.split()[0]]} {learning[1]}"
         content = f"{c.who} stopped {v}{when}"
         item = c.item("goal", content, ["goals"], goal=aim, target_date=None, status="abandoned")
-        return [{**item, "ended": True, "valid_from": day}]
+        return [_ending(item, day)]
     if diet := re.match(r"being (vegan|vegetarian|pescatarian|keto)$", v):
         return _diet_end(c, diet[1])
     content = f"{c.who} gave up {v}{when}"
     item = c.item(
         "preference", content, ["preferences"], topic=v, sentiment="likes", value=_thing(v)
     )
-    return [{**item, "ended": True, "valid_from": day}]
+    return [_ending(item, day)]
 
 
 _GOAL_VERB = {"learning": "learn", "studying": "study", "training": "train", "saving": "save"}
@@ -187,7 +190,7 @@ def broke_up(m: M, c: Ctx) -> list[Item]:
     shown = person if person != "*" else f"their {relation}"
     content = f"{c.who} {verb} {shown}{when}"
     item = c.item("relationship", content, ["family", "people"], person=person, relation=relation)
-    return [{**item, "ended": True, "valid_from": day}]
+    return [_ending(item, day)]
 
 
 def not_with(m: M, c: Ctx) -> list[Item]:
@@ -214,11 +217,11 @@ def pet_gone(m: M, c: Ctx) -> list[Item]:
         # "Lakshmi passed away": a pet or a person by that name, whichever is held
         content = f"{name} {_PAST.get(verb, verb)}{when}"
         item = c.item("fact", content, ["life"], attribute="*", value=name)
-        return [{**item, "ended": True, "valid_from": day}]
+        return [_ending(item, day)]
     else:
         content = f"{shown[:1].upper()}{shown[1:]}, {c.poss} pet, {_PAST.get(verb, verb)}"
     item = c.item("fact", f"{content}{when}", ["pets"], attribute="pet", value=value)
-    return [{**item, "ended": True, "valid_from": day}]
+    return [_ending(item, day)]
 
 
 def relative_died(m: M, c: Ctx) -> list[Item]:
@@ -234,7 +237,7 @@ def relative_died(m: M, c: Ctx) -> list[Item]:
     item = c.item(
         "relationship", content, ["family", "people"], person=name or "*", relation=relation
     )
-    return [{**item, "ended": True, "valid_from": day}]
+    return [_ending(item, day)]
 
 
 def renamed_pet(m: M, c: Ctx) -> list[Item]:
@@ -247,7 +250,7 @@ def renamed_pet(m: M, c: Ctx) -> list[Item]:
                   attribute="pet", value=old)  # fmt: skip
     kept = c.item("fact", f"{c.poss_start} pet is called {new}", ["pets"],
                   attribute="pet", value=new)  # fmt: skip
-    return [{**gone, "ended": True}, kept]
+    return [_ending(gone), kept]
 
 
 _PAST = {"passed away": "passed away", "passed": "passed away", "ran away": "ran away"}
@@ -259,7 +262,7 @@ def no_pets(m: M, c: Ctx) -> list[Item]:
     value = "*" if kind in ("pet", "animal") or m["det"].lower() == "any" else kind
     shown = "any pets" if value == "*" else f"{article_of(m['det'])}{kind}"
     item = c.item("fact", f"{c.who} no longer has {shown}", ["pets"], attribute="pet", value=value)
-    return [{**item, "ended": True}]
+    return [_ending(item)]
 
 
 def article_of(det: str) -> str:
@@ -287,8 +290,7 @@ def promoted(m: M, c: Ctx) -> list[Item]:
 
 
 def back_into(m: M, c: Ctx) -> list[Item]:
-    items = life.likes(m, c, "likes", verb="is back into")
-    return items
+    return life.likes(m, c, "likes", verb="is back into")
 
 
 # --- diet --------------------------------------------------------------------------
@@ -298,7 +300,7 @@ def _diet_end(c: Ctx, diet: str) -> list[Item]:
     item = c.item(
         "fact", f"{c.who} is no longer {diet}", ["food", "diet"], attribute="diet", value=diet
     )
-    return [{**item, "ended": True}]
+    return [_ending(item)]
 
 
 def eats_again(m: M, c: Ctx) -> list[Item]:
@@ -307,7 +309,7 @@ def eats_again(m: M, c: Ctx) -> list[Item]:
     item = c.item(
         "fact", f"{c.who} eats {food} again", ["food", "diet"], attribute="diet", value="*"
     )
-    return [{**item, "ended": True}]
+    return [_ending(item)]
 
 
 # --- "used to", "no longer", "not ... anymore" -----------------------------------------
@@ -326,7 +328,7 @@ def no_longer(items: list[Item], c: Ctx, clause: str, *, used_to: bool = False) 
         verb = {"have": "has", "do": "does", "go": "goes"}.get(first.lower())
         verb = verb or (first + ("es" if first.endswith(("sh", "ch", "s")) else "s"))
         said = f"{c.who} no longer {verb} {third(tail)}".rstrip()
-    return [_ended(item, " ".join(said.split()).rstrip(" .") + ".") for item in items]
+    return [_ending(item, content=" ".join(said.split()).rstrip(" .") + ".") for item in items]
 
 
 # The positive clause an ended one states the end of ("I no longer work at X" → "I work at
@@ -443,7 +445,7 @@ def corrected(m: M, c: Ctx) -> list[Item]:
         return []
     content = f"{c.who} corrected {old} to {new}"
     item = c.item("fact", content, ["correction"], attribute="*", value=old)
-    return [{**item, "ended": True}]
+    return [_ending(item)]
 
 
 # Sentence-level: "Tom and I broke up" would lose its subject to the clause splitter.
