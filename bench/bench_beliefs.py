@@ -23,9 +23,10 @@ matches an `expect_gone` entry's positive keys and one of its negative ones, is 
 ending, or a dated event such as "moved to Stavanger in May 2023") and tolerated.
 
 Each message goes through the product path in-process, as a live chat would: one
-transcript line stored by `shared.transcripts.import_lines` (what `tiermem import` and POST
-/v1/import run), then `shared.flows.extract_turn.run_extraction` of its run (the worker's
-task: extractor, embeddings, the writer's merge and supersede), before the next message.
+transcript line stored by `shared.flows.import_transcripts.import_lines` (what `tiermem
+import` and POST /v1/import run), then `shared.flows.extract_turn.run_extraction` of its
+run (the worker's task: extractor, embeddings, the writer's merge and supersede), before
+the next message.
 One fresh data folder per run (SQLite, the in-memory vector store, default settings but
 for TIERMEM_* variables in the environment, which still apply); each conversation is its
 own user. The extractor is the offline rules (no LLM configured) or,
@@ -80,11 +81,11 @@ from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Tenant
 from shared.flows.extract_turn import run_extraction
+from shared.flows.import_transcripts import import_lines
 from shared.ingest import TranscriptLine, find_user
 from shared.memory.reader import MemoryPublic, list_memories
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
-from shared.transcripts import import_lines
 
 DATA = Path(__file__).parent / "data" / "beliefs.jsonl"
 PROG = "python -m bench.bench_beliefs"

@@ -19,7 +19,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "errors", "heap", "inputs", "locks", "tokens"),
     ("db",),
-    ("ingest", "jobs", "outbox", "runs", "tenancy"),
+    ("ingest", "outbox", "runs", "tenancy"),
     ("embeddings", "vectors"),
     ("llm",),
     ("extraction",),
@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The process's resources: only the use cases above should see it.
     ("runtime",),
     # Use cases. `flows` is their folder; the loose modules beside it are flows not moved yet.
-    ("flows", "mem0_compat", "replay", "transcripts", "turn_writer"),
+    ("flows", "mem0_compat", "replay"),
 )
 
 # shared/ is the domain: services/ and workers/ are thin shells around it.
@@ -54,7 +54,6 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # Domain functions taking the whole Runtime where they need two or three of its parts.
     ("shared.memory.message_search", "shared.runtime"): "takes Runtime, needs its parts",
     ("shared.memory.reader", "shared.runtime"): "takes Runtime, needs its parts",
-    ("shared.memory.reindex", "shared.runtime"): "reindex is a flow taking Runtime",
     ("shared.compression.locks", "shared.runtime"): "takes Runtime for its Redis",
     ("shared.compression.service", "shared.runtime"): "compression run is a flow",
     ("shared.context.builder", "shared.runtime"): "context build is a flow",

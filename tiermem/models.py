@@ -17,7 +17,6 @@ from shared.compression.models import (
 from shared.context.models import ContextPublic, MessageHit, MessageRef
 from shared.extraction.schemas import FactType
 from shared.ingest import ImportAccepted, ImportIn, MessageIn, TranscriptLine, TurnAccepted, TurnIn
-from shared.jobs import JobPublic
 from shared.memory.message_search import MessageHitsPublic
 from shared.memory.reader import (
     MemoriesPublic,
@@ -32,6 +31,7 @@ from shared.ops.timeseries import Series
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import WorkerInfo
 from shared.replay import ReplayIn, ReplayProgress
+from shared.runs import JobPublic
 from shared.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
 
 __all__ = [

@@ -29,9 +29,9 @@ from services.mcp.http import mount_mcp
 from shared import heap
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
+from shared.flows.store_turn import TurnWriter
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
-from shared.turn_writer import TurnWriter
 
 log = logging.getLogger(__name__)
 

@@ -236,8 +236,8 @@ def import_(
     from sqlmodel import Session
 
     from shared.db.migrate import upgrade_to_head
+    from shared.flows.import_transcripts import import_lines, read_jsonl
     from shared.runtime import Runtime
-    from shared.transcripts import import_lines, read_jsonl
 
     settings = load_settings()
     upgrade_to_head(settings)
@@ -365,7 +365,7 @@ def reindex(
     their sparse vectors."""
     from sqlmodel import Session
 
-    from shared.memory.reindex import reindex_all
+    from shared.flows.reindex import reindex_all
     from shared.runtime import Runtime
     from shared.tenancy import get_tenant_by_name
     from shared.vectors import local_mode_leftovers

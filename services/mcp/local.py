@@ -13,13 +13,13 @@ from shared.context.builder import build_context
 from shared.context.models import ContextPublic
 from shared.db.models import User
 from shared.extraction.schemas import FactType
+from shared.flows.store_turn import TurnWriter
 from shared.ingest import TurnAccepted, TurnIn, find_user
 from shared.memory.message_search import MessageHitsPublic, search_user_history
 from shared.memory.reader import MemoriesPublic, SearchIn, delete_memory, list_memories
 from shared.memory.reader import search_memories as search_user_memories
 from shared.runtime import Runtime
 from shared.tenancy import Principal
-from shared.turn_writer import TurnWriter
 
 T = TypeVar("T")
 

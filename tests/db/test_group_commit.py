@@ -1,5 +1,5 @@
 """Group commit of turns: a batch stores what one transaction per turn would, and a bad turn
-fails alone (shared.ingest.ingest_batch, shared.turn_writer.TurnWriter)."""
+fails alone (shared.ingest.ingest_batch, shared.flows.store_turn.TurnWriter)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import Conflict, Unavailable
+from shared.flows.store_turn import TurnWriter
 from shared.ingest import IngestRequest, IngestResult, NewMessage, ingest_batch
 from shared.runtime import Runtime
 from shared.tenancy import create_tenant
-from shared.turn_writer import TurnWriter
 from tests.conftest import fresh_pg_database, make_settings
 
 

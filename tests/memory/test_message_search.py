@@ -22,6 +22,8 @@ from shared.db.models import ExtractionRun, Message, Tenant, User
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import Unavailable
 from shared.flows.extract_turn import run_extraction
+from shared.flows.import_transcripts import import_lines
+from shared.flows.reindex import reindex_all
 from shared.ingest import TranscriptLine
 from shared.memory import message_search
 from shared.memory.message_search import (
@@ -38,10 +40,8 @@ from shared.memory.message_search import (
     with_speakers_named,
 )
 from shared.memory.reader import delete_user
-from shared.memory.reindex import reindex_all
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
-from shared.transcripts import import_lines
 from tests.conftest import make_settings
 from tests.memory.history_corpus import OTHER_SESSIONS, OTHER_USER, SESSIONS, USER, transcript
 

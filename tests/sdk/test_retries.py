@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from shared.jobs import JobPublic
+from shared.runs import JobPublic
 from tiermem import (
     AsyncClient,
     Client,

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
+from shared.flows.import_transcripts import import_lines
+from shared.flows.store_turn import TurnWriter
 from shared.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
 from shared.outbox import send_committed
-from shared.transcripts import import_lines
-from shared.turn_writer import TurnWriter
 
 router = APIRouter(prefix="/v1", tags=["turns"])
 
@@ -27,7 +27,7 @@ async def post_turn(
     tenant_id: TenantDep,
 ) -> TurnAccepted:
     # The hottest route: no threadpool hop; the process's turn writer commits the turns
-    # that arrive together in one transaction (shared.turn_writer) and enqueues their runs.
+    # that arrive together in one transaction (shared.flows.store_turn) and enqueues their runs.
     writer: TurnWriter = request.app.state.turn_writer
     return await writer.store_turn(turn, tenant_id=tenant_id, session_external_id=session_id)
 
