@@ -36,7 +36,6 @@ from bench._common import (
     write_results,
 )
 from bench.bench_embeddings import chat_sentences
-from shared.compression import service
 from shared.compression.budget import header_cost, line_cost
 from shared.compression.llm import LLMSummarizer, render_summary
 from shared.compression.offline import OfflineSummarizer, truncate_tokens
@@ -44,6 +43,7 @@ from shared.compression.store import load
 from shared.config import LLMSettings, Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, CompressionRun, Tenant
+from shared.flows import compress_session as service
 from shared.ingest import NewMessage, ingest_messages
 from shared.llm.client import LLMReply
 from shared.runtime import Runtime
@@ -149,12 +149,12 @@ def play(n: int, *, limit: int, summarizer: str, seed: int) -> Result:
     runtime = Runtime(settings)
     if summarizer == "llm":
         model = ZeroLatencyModel()
-        service.use_summarizer(
-            runtime,
-            LLMSummarizer(LLMSettings(base_url="http://zero-latency"), client=model),  # type: ignore[arg-type]
-        )
+        runtime.summarizer = (
+            LLMSummarizer(LLMSettings(base_url="http://zero-latency"), client=model),
+        )  # type: ignore[arg-type]
+
     else:
-        service.use_summarizer(runtime, OfflineSummarizer())
+        runtime.summarizer = OfflineSummarizer()
     result = Result(n=n, summarizer=summarizer)
     with Session(runtime.engine) as session:
         ensure_dev_tenant(session=session, settings=settings)

@@ -13,6 +13,8 @@ from functools import cached_property
 from sqlalchemy.engine import Engine
 
 from shared.chat.model import ChatModel
+from shared.compression.locks import SessionLocks, make_session_locks
+from shared.compression.summary import Summarizer, make_summarizer
 from shared.config import Settings
 from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
@@ -46,6 +48,7 @@ class Runtime:
         self._embedder: Embedder | None = None
         self._extractor: Extractor | None = None
         self._chat_model: ChatModel | None = None
+        self._summarizer: Summarizer | None = None
         self.key_cache = KeyCache(settings.auth.key_cache_s)
 
     @property
@@ -88,6 +91,25 @@ class Runtime:
                 if self._chat_model is None:
                     self._chat_model = ChatModel(self.settings)
         return self._chat_model
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The compression summarizer: the LLM's when one is configured, else offline."""
+        if self._summarizer is None:
+            with self._lock:
+                if self._summarizer is None:
+                    self._summarizer = make_summarizer(self.settings.llm)
+        return self._summarizer
+
+    @summarizer.setter
+    def summarizer(self, summarizer: Summarizer) -> None:
+        """Tests and benchmarks script one."""
+        self._summarizer = summarizer
+
+    @cached_property
+    def session_locks(self) -> SessionLocks:
+        """Per-session compression locks: one run at a time per session."""
+        return make_session_locks(self.settings)
 
     @cached_property
     def user_locks(self) -> UserLocks:

@@ -54,10 +54,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # Domain functions taking the whole Runtime where they need two or three of its parts.
     ("shared.memory.message_search", "shared.runtime"): "takes Runtime, needs its parts",
     ("shared.memory.reader", "shared.runtime"): "takes Runtime, needs its parts",
-    ("shared.compression.locks", "shared.runtime"): "takes Runtime for its Redis",
-    ("shared.compression.service", "shared.runtime"): "compression run is a flow",
     ("shared.context.builder", "shared.runtime"): "context build is a flow",
-    ("shared.chat.turn", "shared.runtime"): "chat turn is a flow",
     # A migration is a script run from above; this one reuses the memory slot upgrade.
     (
         "shared.db.migrations.versions.0008_fact_slots_v2",

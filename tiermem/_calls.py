@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from shared.chat.turn import ChatPublic
+from shared.chat.models import ChatPublic
 from tiermem.errors import (
     ConnectionFailed,
     ValidationFailed,

@@ -23,7 +23,7 @@ from typing import (
 
 import httpx
 
-from shared.chat.turn import ChatPublic
+from shared.chat.models import ChatPublic
 from tiermem import __version__
 from tiermem._calls import Call, ChatEvents, Pages, Poll
 from tiermem.retry import RetryPolicy

@@ -3,7 +3,7 @@ declare, so a field changed on the server changes here in the same commit."""
 
 from __future__ import annotations
 
-from shared.chat.turn import ChatIn, ChatPublic, ContextStats, Usage
+from shared.chat.models import ChatIn, ChatPublic, ContextStats, Usage
 from shared.compression.models import (
     CompactIn,
     CompressionRunList,

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.chat.turn import ChatPublic, ChatTurnIn
+from shared.chat.models import ChatPublic, ChatTurnIn
 from shared.errors import InvalidInput
 from shared.ingest import NewMessage
 from shared.inputs import MAX_COMPLETION_TOKENS, Identifier, RequestModel, check_identifier

@@ -11,8 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, col, select
 
-from shared.chat.turn import ChatTurnIn, start_chat_stream
+from shared.chat.models import ChatTurnIn
 from shared.db.models import ChatSession, ExtractionRun, Message, Tenant
+from shared.flows.chat_turn import start_chat_stream
 from shared.ingest import NewMessage
 from shared.runtime import Runtime
 from tests import factories as f

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.compression.locks import CompressionBusy, session_locks
+from shared.compression.locks import CompressionBusy
 from shared.locks import LocalLocks
 from shared.runtime import Runtime
 from tests.conftest import make_settings
@@ -19,7 +19,7 @@ def test_the_local_lock_table_keeps_only_the_sessions_held_or_waited_for(tmp_pat
         make_settings(tmp_path, qdrant={"in_memory": True}, compression={"lock_wait_s": 0.05})
     )
     try:
-        locks = session_locks(runtime)
+        locks = runtime.session_locks
         assert isinstance(locks, LocalLocks)
         for i in range(1000):
             with locks.hold(f"session-{i}"):

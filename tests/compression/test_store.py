@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from shared.compression import service
+from shared.compression import sessions
 from shared.compression.engine import needs_compression
 from shared.compression.locks import CompressionBusy
 from shared.compression.store import check, effective_settings, load
 from shared.compression.summary import SummaryOutput, SummaryRequest
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, CompressionRun, CompressionState, Tenant, TierEntry
+from shared.flows import compress_session as service
 from shared.ingest import NewMessage, ingest_messages
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
@@ -94,7 +95,7 @@ def assert_sound(runtime: Runtime, chat_id: str) -> dict[str, Any]:
 
 def test_a_run_persists_each_step_and_reloads_to_the_same_state(runtime: Runtime) -> None:
     chat_id = add_turns(runtime, 40)
-    service.use_summarizer(runtime, WellBehaved())
+    runtime.summarizer = WellBehaved()
     assert service.over_trigger(runtime, chat_id)  # what the extraction task asks first
     outcome = service.compress_session(runtime, chat_id)
     assert outcome.status == "done" and outcome.tokens_after < outcome.tokens_before
@@ -130,7 +131,7 @@ def test_a_run_stopped_at_its_bound_is_resumed_until_done(
     runtime = open_runtime(tmp_path, db_settings, compression={"max_iterations": 1})
     try:
         chat_id = add_turns(runtime, 40)
-        service.use_summarizer(runtime, WellBehaved())
+        runtime.summarizer = WellBehaved()
         outcome = service.compress_session(runtime, chat_id)
         chain = [outcome.status]
         while outcome.next_run_id:  # what the task does: enqueue the resume run
@@ -155,7 +156,7 @@ def test_a_crash_between_steps_leaves_a_consistent_state(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat_id = add_turns(runtime, 40)
-    service.use_summarizer(runtime, WellBehaved())
+    runtime.summarizer = WellBehaved()
     real = service.persist_step
     calls = {"n": 0}
 
@@ -174,7 +175,7 @@ def test_a_crash_between_steps_leaves_a_consistent_state(
     with Session(runtime.engine) as session:
         chat = session.get(ChatSession, chat_id)
         assert chat is not None
-        run_id = service.request_compaction(session=session, chat=chat, focus=None).id
+        run_id = sessions.request_compaction(session=session, chat=chat, focus=None).id
         session.commit()
     assert service.compress_session(runtime, chat_id, run_id=run_id).status == "done"
     assert_sound(runtime, chat_id)
@@ -226,7 +227,7 @@ def test_two_runs_without_a_shared_lock_the_version_check_makes_one_give_up(
         chat_id = add_turns(runtimes[0], 40)
         gate = Gate(2)
         for r in runtimes:
-            service.use_summarizer(r, gate)
+            r.summarizer = gate
         outcomes = race(runtimes, chat_id)
         statuses = sorted(o.status for o in outcomes)
         assert statuses == ["done", "stale"], outcomes
@@ -263,7 +264,7 @@ def test_two_workers_with_redis_locks_never_interleave(
     try:
         chat_id = add_turns(runtimes[0], 40)
         for r in runtimes:
-            service.use_summarizer(r, Slow())
+            r.summarizer = Slow()
         outcomes = race(runtimes, chat_id)
         done = [o for o in outcomes if not isinstance(o, Exception)]
         busy = [o for o in outcomes if isinstance(o, CompressionBusy)]
@@ -282,7 +283,7 @@ def test_deleting_the_user_takes_the_tiers_along(runtime: Runtime) -> None:
     from shared.memory.reader import delete_user
 
     chat_id = add_turns(runtime, 40)
-    service.use_summarizer(runtime, WellBehaved())
+    runtime.summarizer = WellBehaved()
     service.compress_session(runtime, chat_id)
     with Session(runtime.engine) as session:
         user = session.exec(select(User)).one()

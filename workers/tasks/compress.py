@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task
 
-from shared.compression.service import compress_session
+from shared.flows.compress_session import compress_session
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime
 

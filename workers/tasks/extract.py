@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task
 
-from shared.compression.service import over_trigger
+from shared.flows.compress_session import over_trigger
 from shared.flows.extract_turn import run_extraction
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
 from workers.runtime import get_runtime

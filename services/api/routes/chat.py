@@ -14,6 +14,7 @@ from services.api.deps import RuntimeDep, TenantDep
 from services.api.errors import UPSTREAM_RESPONSES, error_body
 from services.api.routes.turns import enqueue
 from services.api.sse import event, sse_response
+from shared.chat.models import ChatIn, ChatPublic
 from shared.chat.openai_api import (
     CompletionRequest,
     completion_chunk,
@@ -21,7 +22,7 @@ from shared.chat.openai_api import (
     completion_turn,
     new_completion_id,
 )
-from shared.chat.turn import ChatIn, ChatPublic, ChatTurnStream, run_chat_turn, start_chat_stream
+from shared.flows.chat_turn import ChatTurnStream, run_chat_turn, start_chat_stream
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
 router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)

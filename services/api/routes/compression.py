@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Request
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
-from shared.compression import service
+from shared.compression import sessions
 from shared.compression.models import (
     CompactIn,
     CompressionRunList,
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: SessionDep) -> ChatSession:
-    return service.find_session(
+    return sessions.find_session(
         session=session, tenant_id=tenant_id, session_external_id=session_id
     )
 
@@ -49,7 +49,7 @@ def enqueue_compression(request: Request, chat_id: str, run_id: str | None = Non
 
 @router.get("/{session_id}/tiers", response_model=TiersPublic)
 def get_tiers(chat: ChatDep, runtime: RuntimeDep, session: SessionDep) -> TiersPublic:
-    return service.tiers_view(session=session, chat=chat, settings=runtime.settings)
+    return sessions.tiers_view(session=session, chat=chat, settings=runtime.settings)
 
 
 @router.post("/{session_id}/compact", status_code=202, response_model=CompressionRunPublic)
@@ -60,13 +60,15 @@ def post_compact(
     body: Annotated[CompactIn | None, Body()] = None,
 ) -> CompressionRunPublic:
     """Run the loop now (even below the trigger), optionally focused; poll the run."""
-    run = service.request_compaction(session=session, chat=chat, focus=body.focus if body else None)
+    run = sessions.request_compaction(
+        session=session, chat=chat, focus=body.focus if body else None
+    )
     session.commit()
     if not enqueue_compression(request, chat.id, run.id):
-        service.mark_unqueued(session=session, run=run)
+        sessions.mark_unqueued(session=session, run=run)
         session.commit()
         raise Unavailable("the compression queue is unreachable; retry the request")
-    return service.run_public(run, chat)
+    return sessions.run_public(run, chat)
 
 
 @router.get("/{session_id}/compression/runs", response_model=CompressionRunList)
@@ -76,19 +78,19 @@ def get_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> CompressionRunList:
-    return service.list_runs(session=session, chat=chat, limit=limit, offset=offset)
+    return sessions.list_runs(session=session, chat=chat, limit=limit, offset=offset)
 
 
 @router.get("/{session_id}/compression/runs/{run_id}", response_model=CompressionRunPublic)
 def get_run(chat: ChatDep, session: SessionDep, run_id: str) -> CompressionRunPublic:
-    return service.get_run(session=session, chat=chat, run_id=run_id)
+    return sessions.get_run(session=session, chat=chat, run_id=run_id)
 
 
 @router.get("/{session_id}/compression", response_model=CompressionSettingsPublic)
 def get_settings_(
     chat: ChatDep, runtime: RuntimeDep, session: SessionDep
 ) -> CompressionSettingsPublic:
-    return service.session_settings(session=session, chat=chat, settings=runtime.settings)
+    return sessions.session_settings(session=session, chat=chat, settings=runtime.settings)
 
 
 @router.put("/{session_id}/compression", response_model=CompressionSettingsPublic)
@@ -100,7 +102,7 @@ def put_settings(
     session: SessionDep,
 ) -> CompressionSettingsPublic:
     """Replace the session's overrides; a lower limit takes effect without waiting for a reply."""
-    public = service.update_session_settings(
+    public = sessions.update_session_settings(
         session=session, chat=chat, body=body, settings=runtime.settings
     )
     session.commit()
@@ -117,7 +119,7 @@ def post_continue(
     body: Annotated[ContinueIn | None, Body()] = None,
 ) -> ContinuePublic:
     """A child session seeded with this session's compressed context."""
-    child, public = service.continue_session(
+    child, public = sessions.continue_session(
         session=session, parent=chat, body=body or ContinueIn(), settings=runtime.settings
     )
     session.commit()

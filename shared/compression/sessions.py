@@ -1,27 +1,19 @@
-"""Compression as the worker and the API use it: runs, compaction, tiers, settings, continuation."""
+"""A session's compression as the API reads and sets it: its runs, tiers, settings and continuation,
+and the trigger check (is there anything to do?)."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 import uuid
-import weakref
 from dataclasses import asdict, dataclass
 
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, func, select
 
 from shared.compression.budget import DISPLAY_ORDER
 from shared.compression.engine import (
     Entry,
-    Step,
     TierState,
     budget_for,
-    compress,
-    needs_compression,
 )
-from shared.compression.locks import CompressionBusy, session_locks
 from shared.compression.models import (
     CompressionRunList,
     CompressionRunPublic,
@@ -35,27 +27,18 @@ from shared.compression.models import (
     TierPublic,
     TiersPublic,
 )
-from shared.compression.offline import OfflineSummarizer
 from shared.compression.store import (
     check,
     effective_settings,
     ensure_state,
     estimate_tokens,
     load,
-    persist_step,
     seed_child,
 )
-from shared.compression.summary import Summarizer
 from shared.config import CompressionSettings, Settings
-from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
-from shared.errors import Conflict, NotFound, TransientError
-from shared.runs import record_run_error
-from shared.runtime import Runtime
+from shared.errors import Conflict, NotFound
 
-log = logging.getLogger(__name__)
-
-OFFLINE = OfflineSummarizer()
 # A run in one of these may still be executed (running: its worker died; the task came back).
 OPEN_RUN = ("pending", "running", "retrying")
 
@@ -76,77 +59,7 @@ class CompressOutcome:
         return asdict(self)
 
 
-_summarizers: weakref.WeakKeyDictionary[Runtime, Summarizer] = weakref.WeakKeyDictionary()
-_guard = threading.Lock()
-
-
-def summarizer_for(runtime: Runtime) -> Summarizer:
-    """The LLM summarizer when an LLM is configured (one client per process), else offline."""
-    with _guard:
-        summarizer = _summarizers.get(runtime)
-        if summarizer is None:
-            if runtime.settings.llm.base_url:
-                from shared.compression.llm import LLMSummarizer
-
-                summarizer = LLMSummarizer(runtime.settings.llm)
-            else:
-                summarizer = OFFLINE
-            _summarizers[runtime] = summarizer
-        return summarizer
-
-
-def use_summarizer(runtime: Runtime, summarizer: Summarizer) -> None:
-    """Give a runtime another summarizer (tests and benchmarks script one)."""
-    with _guard:
-        _summarizers[runtime] = summarizer
-
-
-# -- the run (worker side) -------------------------------------------------------------------
-
-
-def compress_session(
-    runtime: Runtime, chat_id: str, *, run_id: str | None = None, last_attempt: bool = True
-) -> CompressOutcome:
-    """Check the trigger and, above it (or for a compact run), run the loop under the
-    session's lock. Raises TransientError (a busy lock, a locked database) to be retried."""
-    base = runtime.settings.compression
-    with Session(runtime.read_engine) as session:
-        chat = session.get(ChatSession, chat_id)
-        run = session.get(CompressionRun, run_id) if run_id else None
-        if chat is None or (run_id and run is None):
-            return CompressOutcome(chat_id, "gone", run_id)
-        if run is not None and run.status not in OPEN_RUN:
-            return CompressOutcome(chat_id, run.status, run_id)  # a redelivered, finished run
-        if run is None:
-            waiting = _nothing_to_do(session, chat, base)
-            if waiting is not None:
-                return waiting
-    try:
-        with session_locks(runtime).hold(chat_id):
-            return _run_locked(runtime, chat_id, run_id, last_attempt=last_attempt)
-    except CompressionBusy as exc:
-        if run_id:
-            record_run_error(
-                runtime.engine, CompressionRun, run_id, exc.message, final=last_attempt
-            )
-        raise
-
-
-def over_trigger(runtime: Runtime, chat_id: str) -> bool:
-    """The trigger check alone (a few SQL sums), for callers deciding whether to queue a
-    compression task at all: most turns leave the history below its trigger. True when the
-    database cannot answer, so the task (which checks again) decides."""
-    try:
-        with Session(runtime.read_engine) as session:
-            chat = session.get(ChatSession, chat_id)
-            if chat is None:
-                return False
-            return _nothing_to_do(session, chat, runtime.settings.compression) is None
-    except SQLAlchemyError:
-        return True
-
-
-def _nothing_to_do(
+def nothing_to_do(
     session: Session, chat: ChatSession, base: CompressionSettings
 ) -> CompressOutcome | None:
     """Why there is nothing to do for the session (disabled, below its trigger), or None
@@ -159,137 +72,6 @@ def _nothing_to_do(
     if tokens <= trigger:
         return CompressOutcome(chat.id, "below_trigger", tokens_before=tokens)
     return None
-
-
-def _run_locked(
-    runtime: Runtime, chat_id: str, run_id: str | None, *, last_attempt: bool
-) -> CompressOutcome:
-    started = time.perf_counter()
-    base = runtime.settings.compression
-    with session_scope(runtime.engine) as session:
-        chat = session.get(ChatSession, chat_id)
-        if chat is None:
-            return CompressOutcome(chat_id, "gone", run_id)
-        ensure_state(session, chat)
-    with Session(runtime.read_engine) as session:
-        chat = session.get(ChatSession, chat_id)
-        assert chat is not None
-        loaded = load(session, chat)
-    cfg = effective_settings(base, loaded.overrides)
-    if run_id is None and not needs_compression(loaded.state, cfg):
-        return CompressOutcome(chat_id, "below_trigger")
-    summarizer = summarizer_for(runtime)
-    run_id, focus = _start_run(runtime, chat, run_id, loaded.version, summarizer.name)
-    load_ms = (time.perf_counter() - started) * 1000
-    version = loaded.version
-
-    def on_step(step: Step) -> None:
-        nonlocal version
-        version = persist_step(
-            runtime.engine, chat_id=chat_id, expected_version=version, step=step, run_id=run_id
-        )
-
-    try:
-        result = compress(
-            loaded.state,
-            config=cfg,
-            summarizer=summarizer,
-            fallback=OFFLINE,
-            focus=focus,
-            force=True,
-            on_step=on_step,
-            run_id=run_id,
-        )
-    except OperationalError as exc:  # database locked / connection lost between steps
-        record_run_error(
-            runtime.engine, CompressionRun, run_id, f"database: {exc.orig}", final=last_attempt
-        )
-        raise TransientError(f"database error: {exc.orig}") from exc
-    except Exception as exc:
-        record_run_error(
-            runtime.engine, CompressionRun, run_id, f"{type(exc).__name__}: {exc}", final=True
-        )
-        raise
-    stats = result.stats
-    next_run_id = None
-    with session_scope(runtime.engine) as session:
-        if stats.status == "partial":
-            follow = CompressionRun(session_id=chat.id, tenant_id=chat.tenant_id, trigger="resume")
-            session.add(follow)
-            next_run_id = follow.id
-        run = session.get(CompressionRun, run_id)
-        if run is not None:
-            run.status = stats.status
-            run.error = stats.detail if stats.status != "done" else None
-            run.iterations = stats.iterations
-            run.tokens_before = stats.tokens_before
-            run.tokens_after = stats.tokens_after
-            run.target_tokens = stats.target
-            run.llm_calls = stats.llm_calls
-            run.fallbacks = stats.fallbacks
-            run.prompt_tokens = stats.prompt_tokens
-            run.completion_tokens = stats.completion_tokens
-            run.version_after = version
-            run.steps = stats.steps[:200]
-            run.llm_ms = round(stats.summarizer_ms, 3)
-            run.engine_ms = round(stats.engine_ms + load_ms, 3)
-            run.finished_at = utcnow()
-            run.updated_at = run.finished_at
-            run.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-            session.add(run)
-    log.info(
-        "compression run finished",
-        extra={
-            "run_id": run_id,
-            "session_id": chat_id,
-            "status": stats.status,
-            "iterations": stats.iterations,
-            "tokens_before": stats.tokens_before,
-            "tokens_after": stats.tokens_after,
-            "fallbacks": stats.fallbacks,
-        },
-    )
-    return CompressOutcome(
-        chat_id,
-        stats.status,
-        run_id,
-        stats.iterations,
-        stats.tokens_before,
-        stats.tokens_after,
-        next_run_id=next_run_id,
-    )
-
-
-def _start_run(
-    runtime: Runtime, chat: ChatSession, run_id: str | None, version: int, summarizer: str
-) -> tuple[str, str | None]:
-    with session_scope(runtime.engine) as session:
-        # We hold the session's lock: a run still "running" lost its worker mid-way. Its
-        # persisted steps stand (each was one transaction); the run itself is closed.
-        for dead in session.exec(
-            select(CompressionRun).where(
-                CompressionRun.session_id == chat.id,
-                CompressionRun.status == "running",
-                CompressionRun.id != (run_id or ""),
-            )
-        ):
-            dead.status, dead.error = "failed", "interrupted (its worker stopped mid-run)"
-            dead.finished_at = dead.updated_at = utcnow()
-            session.add(dead)
-        run = session.get(CompressionRun, run_id) if run_id else None
-        if run is None:
-            run = CompressionRun(session_id=chat.id, tenant_id=chat.tenant_id, trigger="auto")
-        run.status = "running"
-        run.attempts += 1
-        run.started_at = utcnow()
-        run.updated_at = run.started_at
-        run.version_before = version
-        run.summarizer = summarizer
-        session.add(run)
-        return run.id, run.focus
-
-
-# -- the API side ----------------------------------------------------------------------------
 
 
 def find_session(*, session: Session, tenant_id: str, session_external_id: str) -> ChatSession:
