@@ -56,11 +56,13 @@ from bench.context_world import (
     user_sessions,
     writer_facts,
 )
-from shared.context import builder
+from shared.context import assembly
 from shared.context import templates as t
 from shared.db.models import Fact, User
 from shared.embeddings import CachedEmbedder
-from shared.memory import guard, history
+from shared.flows import build_context as builder
+from shared.memory import guard
+from shared.memory import message_search as history
 from shared.memory.reader import search_memories
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
@@ -437,16 +439,16 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
     for name in (
         "_resolve",
         "_last_user_message",
-        "_rank_memories",
+        "rank_memories",
         "_earlier_messages",
         "_history",
         "display_name",
-        "_assemble",
+        "assemble",
     ):
         if hasattr(builder, name):  # the builder is young: tolerate a renamed helper
             patch(builder, name, name.lstrip("_"))
     for name in ("line_tokens", "joined_tokens"):  # tiktoken, through its per-line cache
-        patch(builder, name, "count_tokens")
+        patch(assembly, name, "count_tokens")
     patch(history, "search_history", "search_history")
     if hasattr(builder, "search_history"):  # imported by name into the builder
         patch(builder, "search_history", "search_history")

@@ -71,7 +71,7 @@ from shared.db.models import Message, User
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory.message_search import (
     _HIT_ROWS,
-    CANDIDATES_PER_RESULT,
+    candidate_depth,
     index_messages,
     index_text,
     is_indexable,
@@ -330,7 +330,7 @@ def edge_ids(index: EdgeIndex, bm25: qe.Bm25, *, user_id: str, query: str,
              vector: list[float], use: str, idf_of_user: bool = False) -> list[str]:  # fmt: skip
     """Top-K message ids: `use` is "hybrid", "dense" or "lexical"; `idf_of_user`: BM25's
     IDF from the user's own messages rather than the whole shard (Qdrant 1.19's IdfParams)."""
-    depth = K * CANDIDATES_PER_RESULT
+    depth = candidate_depth(K)
     dense = qe.Query.Nearest(vector, using=DENSE)
     lexical: Any
     if index.variant.lexical == "text":
@@ -383,7 +383,7 @@ def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict
         return [h.external_id for h in hits]
 
     def in_sql(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
-        depth = K * CANDIDATES_PER_RESULT
+        depth = candidate_depth(K)
         ids = vector_search(runtime=runtime, user=u, query=q.text, limit=depth, query_vector=v)
         hits = search_history_in_sql(runtime=runtime, session=s, user=u, query=q.text, k=K,
                                      by_meaning=ids)  # fmt: skip
@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"`{command_line('bench.bench_hybrid', argv)}`", "",
         f"LoCoMo dev split: {len({u for u, _ in data.sessions})} users, {len(data.sessions)} "
         f"sessions, {messages} messages, {len(data.questions)} questions (categories 1-4 with "
-        f"evidence). k = {K}, {K * CANDIDATES_PER_RESULT} candidates a side, RRF k = {RRF_K}; "
+        f"evidence). k = {K}, {candidate_depth(K)} candidates a side, RRF k = {RRF_K}; "
         f"Edge Bm25 avg_len {args.bm25_avg_len:g}; latency over {args.rounds} passes, "
         "hits' rows read from SQL included."
         + (f" The tenant also holds {args.pad_users:,} other users × {PAD_MESSAGES} generated "

@@ -47,14 +47,13 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     ("shared.memory.reader", "shared.context.models"): "MessageRef lives in context",
     # The guard counts its hits in ops' counter registry.
     ("shared.memory.guard", "shared.ops.metrics"): "counter registry filed under ops/",
-    ("shared.context.builder", "shared.ops.metrics"): "counter registry filed under ops/",
+    ("shared.context.assembly", "shared.ops.metrics"): "counter registry filed under ops/",
     # The compression budget measures the history as the context renders it.
     ("shared.compression.budget", "shared.context.templates"): "history templates in context/",
     ("shared.compression.session_history", "shared.context.models"): "HistoryEntry in context",
     # Domain functions taking the whole Runtime where they need two or three of its parts.
     ("shared.memory.message_search", "shared.runtime"): "takes Runtime, needs its parts",
     ("shared.memory.reader", "shared.runtime"): "takes Runtime, needs its parts",
-    ("shared.context.builder", "shared.runtime"): "context build is a flow",
     # A migration is a script run from above; this one reuses the memory slot upgrade.
     (
         "shared.db.migrations.versions.0008_fact_slots_v2",

@@ -9,10 +9,10 @@ from typing import TypeVar
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
-from shared.context.builder import build_context
 from shared.context.models import ContextPublic
 from shared.db.models import User
 from shared.extraction.schemas import FactType
+from shared.flows.build_context import build_context
 from shared.flows.store_turn import TurnWriter
 from shared.ingest import TurnAccepted, TurnIn, find_user
 from shared.memory.message_search import MessageHitsPublic, search_user_history

@@ -12,10 +12,10 @@ from sqlmodel import Session, col, select
 
 from shared.chat.model import ChatReply, ChatStream
 from shared.chat.models import ChatPublic, ChatTurnIn, ContextStats, Usage
-from shared.context.builder import build_context
 from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
+from shared.flows.build_context import build_context
 from shared.ingest import (
     NewMessage,
     StoredRun,

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import Session, col, select
 
-from shared.context.builder import build_context
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant
+from shared.flows.build_context import build_context
 from shared.flows.extract_turn import run_extraction
 from shared.ingest import NewMessage, ingest_messages
 from shared.runtime import Runtime

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
-from shared.context.builder import build_context
 from shared.context.models import ContextPublic
+from shared.flows.build_context import build_context
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
 router = APIRouter(prefix="/v1/sessions", tags=["context"])

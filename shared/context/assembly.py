@@ -1,7 +1,5 @@
-"""The context for the next message: memories, earlier messages, session history, in a budget.
-
-Deterministic for the same stored state: every ranking breaks ties by id.
-"""
+"""Context assembly: the user's facts ranked (similarity, recency, mentions; the older of two
+contradicting facts left out) and everything packed greedily into the token budget."""
 
 from __future__ import annotations
 
@@ -14,10 +12,8 @@ import numpy as np
 from prometheus_client import Counter
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
-from shared.compression.session_history import session_history
-from shared.compression.store import display_name
 from shared.config import ContextSettings
 from shared.context import templates as t
 from shared.context.models import (
@@ -27,18 +23,12 @@ from shared.context.models import (
     HistoryEntry,
     MessageHit,
 )
-from shared.db.models import ChatSession, Fact, Message, User, utcnow
-from shared.errors import Conflict, InvalidInput, NotFound
+from shared.db.models import Fact, User, utcnow
 from shared.extraction.schemas import FACT_TYPES
 from shared.memory.beliefs import contradicts
-from shared.memory.guard import screen
-from shared.memory.message_search import search_history
-from shared.memory.reader import in_third_person
 from shared.ops import metrics
-from shared.runtime import Runtime
 from shared.tokens import joined_tokens, line_tokens
-
-HISTORY_SCAN_LIMIT = 500  # newest messages considered for the verbatim tier
+from shared.vectors.scope import UserVectors
 
 CONTRADICTIONS_DROPPED = Counter(
     "tiermem_context_contradictions_dropped",
@@ -48,95 +38,6 @@ CONTRADICTIONS_DROPPED = Counter(
 )
 for _type in FACT_TYPES:  # every series from the start: a rate over a missing series is empty
     CONTRADICTIONS_DROPPED.labels(type=_type)
-
-
-def build_context(
-    *,
-    runtime: Runtime,
-    session: Session,
-    tenant_id: str,
-    user_external_id: str | None,
-    session_external_id: str,
-    query: str | None,
-    budget_tokens: int | None,
-) -> ContextPublic:
-    cfg = runtime.settings.context
-    budget = cfg.default_budget_tokens if budget_tokens is None else budget_tokens
-    if budget < 0:
-        raise InvalidInput("budget_tokens must be 0 or more")
-    chat, user = _resolve(session, tenant_id, user_external_id, session_external_id)
-    query = (query or "").strip()
-    if not query and chat is not None:
-        query = _last_user_message(session, chat.id)
-
-    name = display_name(session, chat.id) if chat is not None else (user_external_id or "the user")
-    memories: list[tuple[FactView, float]] = []
-    hits: list[MessageHit] = []
-    quarantined = contradicted = 0
-    if user is not None:
-        vector = runtime.embedder.embed([in_third_person(query, name)])[0] if query else None
-        memories, quarantined, contradicted = _rank_memories(runtime, session, user, vector, cfg)
-        if query:
-            hits, held = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
-            quarantined += held
-    history = _history(session, chat, name) if chat is not None else []
-    return _assemble(
-        user=user.external_id if user else (user_external_id or ""),
-        session_id=session_external_id,
-        query=query,
-        budget=budget,
-        name=name,
-        memories=memories,
-        hits=hits,
-        history=history,
-        cfg=cfg,
-        quarantined=quarantined,
-        contradictions_dropped=contradicted,
-    )
-
-
-# The session and its owner in one statement, built once (see compression.store).
-_SESSION_AND_OWNER = (
-    select(ChatSession, User)
-    .join(User, col(User.id) == col(ChatSession.user_id))
-    .where(
-        col(ChatSession.tenant_id) == bindparam("tenant_id"),
-        col(ChatSession.external_id) == bindparam("session_id"),
-    )
-)
-
-
-def _resolve(
-    session: Session, tenant_id: str, user_external_id: str | None, session_external_id: str
-) -> tuple[ChatSession | None, User | None]:
-    found = session.exec(
-        _SESSION_AND_OWNER, params={"tenant_id": tenant_id, "session_id": session_external_id}
-    ).first()
-    chat, user = found if found is not None else (None, None)
-    if chat is not None:
-        assert user is not None  # the inner join always brings the owner
-        if user_external_id and user.external_id != user_external_id:
-            raise Conflict(f"session {session_external_id!r} belongs to another user")
-    elif user_external_id:
-        user = session.exec(
-            select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)
-        ).first()  # a new user has no memories yet: an empty context, not an error
-    else:
-        raise NotFound(
-            f"session {session_external_id!r} not found; pass user_id to get the memories "
-            "for a session that has not started yet"
-        )
-    return chat, user
-
-
-def _last_user_message(session: Session, chat_id: str) -> str:
-    row = session.exec(
-        select(Message.content)
-        .where(Message.session_id == chat_id, Message.role == "user")
-        .order_by(col(Message.seq).desc())
-        .limit(1)
-    ).first()
-    return row or ""
 
 
 class FactView(NamedTuple):
@@ -168,11 +69,13 @@ _FACT_VIEW = sa_select(
     col(Fact.details),
     col(Fact.first_seen_at),
 ).where(col(Fact.valid_to).is_(None))
+
+
 _FACTS_BY_ID = _FACT_VIEW.where(col(Fact.id).in_(bindparam("ids", expanding=True)))
 
 
-def _rank_memories(
-    runtime: Runtime,
+def rank_memories(
+    facts: UserVectors,
     session: Session,
     user: User,
     vector: np.ndarray | None,
@@ -184,7 +87,6 @@ def _rank_memories(
     contradicted facts that would have been among the best."""
     now = utcnow()
     if vector is not None:
-        facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
         found = facts.search(
             vector, limit=cfg.max_memories * 3, score_threshold=cfg.min_memory_score
         )
@@ -243,35 +145,6 @@ def _contradicted(rows: Iterable[FactView]) -> set[str]:
     return stale
 
 
-def _earlier_messages(
-    runtime: Runtime,
-    session: Session,
-    user: User,
-    query: str,
-    vector: np.ndarray | None,
-    chat: ChatSession | None,
-    cfg: ContextSettings,
-) -> tuple[list[MessageHit], int]:
-
-    hits = search_history(
-        runtime=runtime,
-        session=session,
-        user=user,
-        query=query,
-        k=cfg.max_earlier_messages,
-        query_vector=vector,
-        exclude_session_id=chat.id if chat else None,
-    )
-    clean = [h for h in hits if screen(h.content, source="message") is None]
-    return clean, len(hits) - len(clean)
-
-
-def _history(session: Session, chat: ChatSession, name: str) -> list[HistoryEntry]:
-    # The session's tiers, oldest first: pinned head, bulks, topics (summaries as "system"
-    # entries), then the newest messages verbatim.
-    return session_history(session, chat, current_limit=HISTORY_SCAN_LIMIT, user_name=name)
-
-
 def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
     if entry.speaker:
         return entry.speaker
@@ -308,7 +181,7 @@ def _history_need(history: list[HistoryEntry], name: str, share: int) -> int:
     return min(need, share)
 
 
-def _assemble(
+def assemble(
     *,
     user: str,
     session_id: str,
