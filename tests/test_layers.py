@@ -17,7 +17,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 # import rooms of the layers below it, never one above; rooms on one line are siblings and
 # do not import each other. A new room must be given its place here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("config", "errors", "heap", "inputs", "locks", "tokens"),
+    ("config", "errors", "heap", "inputs", "locks", "tokens", "wordlists"),
     ("db",),
     ("ingest", "outbox", "runs", "tenancy"),
     ("embeddings", "vectors"),

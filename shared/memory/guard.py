@@ -17,6 +17,9 @@ The phrase families match a folded copy of the text (NFKC, invisible characters 
 common Cyrillic/Greek look-alikes mapped to Latin, casefolded, whitespace collapsed), so
 fullwidth letters, a zero-width space inside a word or "IGNORE   previous\\ninstructions"
 are still caught. Letter-by-letter spacing ("i g n o r e") and leetspeak are not.
+
+The word lists the rules are built from (override verbs, secrets, ...) are data files in
+guard_phrases/, one regular-expression fragment a line; the rules that combine them are here.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import unicodedata
 from typing import Final, Literal, Protocol
 
 from shared.ops import metrics
+from shared.wordlists import read_list
 
 Family = Literal[
     "instruction_override", "role_change", "exfiltration", "prompt_delimiter", "hidden_markup"
@@ -90,107 +94,21 @@ def _fillers(words: str, most: int) -> str:
     return f"(?:{words}{_S}){{0,{most}}}"
 
 
-_OVERRIDE_VERB = _words(
-    "ignore",
-    "disregard",
-    "forget",
-    "override",
-    "overrule",
-    "discard",
-    "set aside",
-    "throw away",
-    "throw out",
-    "stop following",
-    "do not follow",
-    "don'?t follow",
-    "dont follow",
-    "never follow",
-    "no longer follow",
-    "cease following",
-)
-_DETERMINER = _words(
-    "all",
-    "any",
-    "every",
-    "each",
-    "of",
-    "the",
-    "your",
-    "these",
-    "those",
-    "its",
-    "such",
-    "whatever",
-    "other",
-)
-# Not "safety", "existing", "default" or "hidden": "ignore the safety rules at the gym" and
-# "override the default configuration" are things people do.
-_BEFORE = _words(
-    "previous",
-    "previously given",
-    "prior",
-    "above",
-    "earlier",
-    "preceding",
-    "foregoing",
-    "former",
-    "original",
-    "initial",
-    "system",
-    "developer",
-)
-_RULES = _words(
-    r"instructions?",
-    r"rules?",
-    r"guidelines?",
-    r"directives?",
-    r"prompts?",
-    r"commands?",
-    r"orders?",
-    r"constraints?",
-    r"restrictions?",
-    r"guardrails?",
-    r"polic(?:y|ies)",
-    "programming",
-    "context",
-    r"filters?",
-    r"limitations?",
-    "boundaries",
-    "ethics",
-    "principles",
-)
-# "forget the original instructions manual" is about a booklet, not about the model.
-_NOT_A_BOOKLET = r"(?! (?:manual|booklet|leaflet|sheet|book|page|pdf|video|card|for)\b)"
-# With only "all"/"any"/"your" before it, "rules" and "messages" stay out: "ignore all the
-# rules of grammar" is how people talk.
-_STRONG_RULES = _words(
-    r"instructions?",
-    r"directives?",
-    r"guidelines?",
-    r"prompts?",
-    "programming",
-    r"guardrails?",
-    r"restrictions?",
-    r"constraints?",
-    r"polic(?:y|ies)",
-    r"filters?",
-    r"safety (?:rules|guidelines|filters)",
-)
+def _phrases(name: str) -> tuple[str, ...]:
+    return read_list("shared.memory", f"guard_phrases/{name}.txt")
+
+
+_OVERRIDE_VERB = _words(*_phrases("override_verbs"))
+_DETERMINER = _words(*_phrases("override_determiners"))
+_BEFORE = _words(*_phrases("override_earlier"))
+_RULES = _words(*_phrases("override_rules"))
+_NOT_A_BOOKLET = "(?! " + _words(*_phrases("override_not_a_booklet")) + r"\b)"
+_STRONG_RULES = _words(*_phrases("override_strong_rules"))
 
 # Each pattern comes with words one of which any match must contain: `in` on a string
 # costs nanoseconds, so a sentence only pays for the few patterns it could trigger.
 Rule = tuple[tuple[str, ...], str]
-_OVERRIDE_WORDS = (
-    "ignore",
-    "disregard",
-    "forget",
-    "overrid",
-    "overrul",
-    "discard",
-    "aside",
-    "throw",
-    "follow",
-)
+_OVERRIDE_WORDS = _phrases("override_gate_words")
 
 _INSTRUCTION_OVERRIDE: list[Rule] = [
     # ignore (all) previous/prior/above/system instructions
@@ -273,17 +191,7 @@ _INSTRUCTION_OVERRIDE: list[Rule] = [
     ),
 ]
 
-# Not "evil" or "rogue": "act as the evil queen in the school play".
-_ROLE_TARGET = _words(
-    "dan",
-    "unrestricted",
-    "unfiltered",
-    "uncensored",
-    "jailbroken",
-    r"(?:ai|assistant|model|chatbot|llm|bot)(?: that has no| with no| without)",
-    r"different (?:ai|assistant|model|chatbot|persona)",
-    r"new (?:ai|assistant|model|persona)",
-)
+_ROLE_TARGET = _words(*_phrases("role_targets"))
 _ROLE_CHANGE: list[Rule] = [
     (
         ("re now",),
@@ -358,217 +266,18 @@ _SECRET_PROMPT = (
     r"(?:(?:system|initial|hidden|secret|developer|pre-?) ?prompts?|(?:system|hidden|secret|"
     r"developer) (?:instructions?|messages?)|prompt (?:above|you were given))"
 )
-_REVEAL = _words(
-    "reveal",
-    "print",
-    "repeat",
-    "show",
-    "output",
-    "display",
-    "dump",
-    "leak",
-    "disclose",
-    "expose",
-    "recite",
-    "echo",
-    "return",
-    "paste",
-    "copy",
-    "write out",
-    "spell out",
-    "type out",
-    "tell me",
-    "tell us",
-    "give me",
-    "send me",
-    "share",
-    "provide",
-    "list",
-    "summari[sz]e",
-    "translate",
-    "encode",
-    "what (?:is|are|was|were)",
-)
-_SECRET = _words(
-    r"api[ _-]?keys?",
-    r"passwords?",
-    "passwd",
-    r"passcodes?",
-    "credentials",
-    r"secret keys?",
-    r"(?:access|auth|authentication|bearer|session|refresh) tokens?",
-    r"private keys?",
-    r"ssh keys?",
-    r"session (?:cookies?|ids?)",
-    r"(?:admin|api|stored|system|server) secrets",
-    r"env(?:ironment)? (?:variables|vars)",
-    r"\.env(?: file)?",
-    r"credit card(?: numbers?)?",
-    r"card numbers?",
-    "cvv",
-    "ssn",
-    r"social security numbers?",
-    r"one[- ]time (?:codes?|passwords?)",
-    "otp",
-    r"2fa codes?",
-    r"verification codes?",
-    r"seed phrases?",
-    r"recovery phrases?",
-)
-_SECRET_WORDS = (
-    "key",
-    "pass",
-    "credential",
-    "token",
-    "cookie",
-    "secret",
-    "env",
-    "card",
-    "cvv",
-    "ssn",
-    "social security",
-    "one-time",
-    "one time",
-    "otp",
-    "2fa",
-    "code",
-    "phrase",
-)
-# Not "include", "paste" or "provide": "Include your API key in the header" is coding help.
-_GIVE = _words(
-    "send",
-    "give",
-    "tell",
-    "share",
-    "reveal",
-    "show",
-    "print",
-    "e-?mail",
-    "post",
-    "leak",
-    "list",
-    "output",
-    "dump",
-    "forward",
-    "read out",
-    "display",
-    "expose",
-    "disclose",
-)
-# "Give me the password reset link", "send the API key in the header": about, not the secret.
-_NOT_ABOUT = (
-    r"(?! (?:reset|manager|policy|policies|rules|requirements|strength|hint|field|change|"
-    r"generator|protected|documentation|docs|page|settings|format|rotation|limits?|link|guide|"
-    r"tutorial|statement|bill|in|into|as|via|using|header|expir\w*)\b)"
-)
-_SECRET_FILLER = _words(
-    "me",
-    "us",
-    "them",
-    "the",
-    "your",
-    "all",
-    "any",
-    "every",
-    "of",
-    r"users?'?s?",
-    "their",
-    "stored",
-    "saved",
-    "admin",
-    "root",
-    "current",
-    "full",
-    "complete",
-    "entire",
-    "real",
-    "actual",
-    "account",
-    "master",
-    "database",
-    "db",
-    "openai",
-    "aws",
-    "github",
-    "stripe",
-    "service",
-    "server",
-    "system",
-    "api",
-)
+_REVEAL = _words(*_phrases("exfiltration_reveal_verbs"))
+_SECRET = _words(*_phrases("exfiltration_secrets"))
+_SECRET_WORDS = _phrases("exfiltration_secret_gate_words")
+_GIVE = _words(*_phrases("exfiltration_give_verbs"))
+_NOT_ABOUT = "(?! " + _words(*_phrases("exfiltration_not_about_secrets")) + r"\b)"
+_SECRET_FILLER = _words(*_phrases("exfiltration_secret_fillers"))
 _URL = r"(?:https?://|ftp://|www\.|webhooks?\b|[\w.+-]+@[\w-]+\.[a-z]{2,})"
 _URL_WORDS = ("http", "ftp", "www.", "webhook", "@")
-_SEND = _words(
-    "send",
-    "post",
-    "upload",
-    "forward",
-    "exfiltrate",
-    "transmit",
-    "submit",
-    "e-?mail",
-    "leak",
-    "report",
-    "append",
-    "attach",
-    "pipe",
-    "push",
-    "sync",
-    "dump",
-    "export",
-    "encode",
-    "include",
-    "embed",
-    "make a (?:get |post |http )?request",
-    "fetch",
-    "curl",
-    "wget",
-    "ping",
-)
-# What only an injected instruction would ship out; not "messages" or "transcripts" alone
-# ("Ana will email her transcripts to the registrar@uni.edu").
-_CONVERSATION = _words(
-    r"(?:this|the|our|entire|whole|full|current) (?:conversation|chat(?: logs?| history)?|"
-    r"context|session|transcript)",
-    r"(?:the )?(?:conversation|chat) (?:history|logs?|so far)",
-    r"(?:the |your )?system prompt",
-    r"your (?:memor(?:y|ies)|context|instructions|prompt|api keys?|keys|credentials|secrets|"
-    r"tokens?)",
-    r"(?:the |all (?:of )?(?:the )?)?users?'?s?'? (?:data|info|information|details|messages|"
-    r"memories|history|emails?|passwords?|credentials|files|contacts|address(?:es)?|"
-    r"phone numbers?)",
-    r"all (?:of )?(?:the |your |my )?(?:messages|memories|data|history|conversations?|chats)",
-    r"(?:personal|private|sensitive|customer|account) (?:data|info|information|details)",
-    "credentials",
-    r"api keys?",
-    r"secret keys?",
-    r"access tokens?",
-    "passwords",
-    r"session cookies?",
-    "secrets",
-    "pii",
-)
-_REVEAL_FILLER = _words(
-    "me",
-    "us",
-    "back",
-    "out",
-    "all",
-    "the",
-    "your",
-    "full",
-    "entire",
-    "complete",
-    "exact",
-    "verbatim",
-    "whole",
-    "original",
-    "current",
-    "of",
-)
-_PROMPT_ADJECTIVE = _words(
-    "full", "entire", "complete", "exact", "original", "initial", "current", "hidden", "secret"
-)
+_SEND = _words(*_phrases("exfiltration_send_verbs"))
+_CONVERSATION = _words(*_phrases("exfiltration_conversation"))
+_REVEAL_FILLER = _words(*_phrases("exfiltration_reveal_fillers"))
+_PROMPT_ADJECTIVE = _words(*_phrases("exfiltration_prompt_adjectives"))
 _EXFILTRATION: list[Rule] = [
     (
         ("prompt", "instruction", "message"),

@@ -1,15 +1,19 @@
-"""Word lists, text helpers and the builder context shared by the offline extractor's rules."""
+"""Word lists, text helpers and the builder context shared by the offline extractor's rules.
+
+The word lists are read from the data files in lexicon_words/, next to this module.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from shared.extraction.offline.dates import DatePhrase, Prefer, When, resolve
 from shared.extraction.schemas import slot_part
+from shared.wordlists import read_list
 
 Item = dict[str, Any]
 
@@ -76,72 +80,30 @@ def words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-def _aliases(text: str) -> dict[str, str]:
-    """Word → canonical word, from "mom=mother sister" (a bare word maps to itself)."""
-    return {word.split("=")[0]: word.split("=")[-1] for word in text.split()}
+def _aliases(entries: Iterable[str]) -> dict[str, str]:
+    """Word → canonical word, from "mom=mother", "sister" (a bare word maps to itself)."""
+    return {word.split("=")[0]: word.split("=")[-1] for word in entries}
 
 
-# A sentence-initial "I am Ana" is a name only if the word is not one of these.
-NOT_NAMES = words(
-    "i a an the so sorry fine good back here done ok okay not just really also "
-    "still home ready sure glad happy new monday tuesday wednesday thursday "
-    "friday saturday sunday january february march april may june july august "
-    "september october november december christian muslim jewish catholic "
-    "buddhist hindu atheist vegan vegetarian gay lesbian bi trans queer is and said"
-)
-DEMONYMS = words(
-    "american british english scottish welsh irish canadian mexican brazilian argentinian "
-    "argentine chilean colombian peruvian venezuelan cuban german french italian spanish "
-    "portuguese dutch belgian swiss austrian swedish norwegian danish finnish icelandic polish "
-    "czech slovak hungarian romanian bulgarian greek turkish ukrainian russian serbian croatian "
-    "bosnian slovenian lithuanian latvian estonian chinese japanese korean vietnamese thai "
-    "filipino indonesian malaysian singaporean indian pakistani bangladeshi nepali iranian "
-    "iraqi israeli lebanese syrian egyptian moroccan algerian tunisian nigerian ghanaian "
-    "kenyan ethiopian south-african australian kiwi taiwanese saudi emirati jordanian"
-)
-LANGUAGES = words(
-    "english spanish french german italian portuguese dutch swedish norwegian danish finnish "
-    "icelandic polish czech slovak hungarian romanian bulgarian greek turkish ukrainian russian "
-    "serbian croatian arabic hebrew persian farsi hindi urdu bengali punjabi tamil telugu "
-    "marathi chinese mandarin cantonese japanese korean vietnamese thai indonesian malay "
-    "tagalog swahili amharic yoruba zulu afrikaans catalan basque galician welsh irish latin "
-    "esperanto lithuanian latvian estonian"
-)
-# "I'm a X" is an occupation only when the head noun is a job: "I'm a big fan" is not.
-JOBS = words(
-    "engineer developer programmer nurse teacher doctor physician surgeon lawyer attorney "
-    "manager designer chef cook pilot driver writer author artist scientist analyst architect "
-    "researcher professor lecturer student accountant consultant dentist pharmacist therapist "
-    "psychologist psychiatrist electrician plumber carpenter farmer firefighter officer "
-    "journalist editor photographer musician actor actress waiter waitress barista cashier "
-    "clerk secretary assistant technician mechanic paramedic veterinarian vet librarian "
-    "translator tutor coach trainer founder ceo cto cfo entrepreneur freelancer contractor "
-    "intern recruiter marketer economist physicist chemist biologist nutritionist counselor "
-    "baker butcher tailor hairdresser stylist realtor banker broker trader dev sre "
-    "administrator sysadmin pm illustrator animator producer director "
-    "salesman saleswoman salesperson rep specialist caregiver midwife paralegal judge "
-    "soldier sailor policeman policewoman detective pastor priest rabbi imam postdoc "
-    "sommelier bartender hygienist surveyor welder roofer courier janitor cleaner nanny doula "
-    "curator archivist auditor actuary underwriter dispatcher receptionist optometrist "
-    "radiographer sonographer anaesthetist anesthetist orthodontist podiatrist chiropractor "
-    "osteopath carer warden ranger lifeguard instructor brewer winemaker florist gardener "
-    "landscaper tester coder lab-tech physio vet-tech sous-chef bricklayer plasterer glazier "
-    "decorator painter firefighter ambassador diplomat politician councillor mayor "
-    "lead operator inspector auditor coordinator planner curator dispatcher courier nanny "
-    "cleaner janitor guard welder roofer builder copywriter sommelier hygienist receptionist "
-    "cashier bartender server housekeeper superintendent principal headteacher dean "
-    "underwriter actuary surveyor estimator buyer merchandiser"
-)
-# Job nouns by their ending: "cardiologist", "physiotherapist", "statistician".
-JOB_SUFFIXES = ("ologist", "therapist", "ician", "grapher", "iatrist", "ographer")
-RELATIONS = _aliases(
-    "mother mom=mother mum=mother father dad=father sister brother son daughter wife husband "
-    "partner spouse girlfriend boyfriend fiance fiancee=fiance fiancé=fiance fiancée=fiance "
-    "friend roommate flatmate=roommate housemate=roommate neighbor neighbour=neighbor boss "
-    "manager supervisor coworker co-worker=coworker colleague teammate mentor therapist cousin "
-    "aunt uncle niece nephew grandmother grandma=grandmother grandfather grandpa=grandfather "
-    "stepmother stepfather ex ex-wife ex-husband landlord mother-in-law father-in-law"
-)
+def _entries(name: str) -> tuple[str, ...]:
+    return read_list("shared.extraction.offline", f"lexicon_words/{name}.txt")
+
+
+# lexicon_words/<name>.txt says at its top what each list is for.
+NOT_NAMES = frozenset(_entries("not_names"))
+DEMONYMS = frozenset(_entries("demonyms"))
+LANGUAGES = frozenset(_entries("languages"))
+JOBS = frozenset(_entries("jobs"))
+JOB_SUFFIXES = _entries("job_suffixes")
+RELATIONS = _aliases(_entries("relations"))
+HAVE_NOUNS = frozenset(_entries("have_nouns"))
+POINTERS = frozenset(_entries("pointers"))
+POINTER_PHRASES = frozenset(_entries("pointer_phrases"))
+IDIOMS = frozenset(_entries("idioms"))
+CHAT_VERBS = frozenset(_entries("chat_verbs"))
+TASK_WORDS = frozenset(_entries("task_words"))
+NOT_PLACES = frozenset(_entries("not_places"))
+
 REL = "(?:" + "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True)) + r")\b"
 PLURAL_REL = r"(?:brothers|sisters|sons|daughters|kids|children|parents|cousins|friends)\b"
 REL_MOD = r"(?:(?:older|younger|little|big|twin|best|new|old|dear|late) )?"
@@ -149,51 +111,12 @@ REL_MOD = r"(?:(?:older|younger|little|big|twin|best|new|old|dear|late) )?"
 # "my friend said".
 NAME = r"(?-i:[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)"
 PETS = r"(?:dog|cat|puppy|kitten|parrot|rabbit|bunny|hamster|horse|turtle|snake|bird)"
-
-# Objects of "I have ..." worth remembering; "I have a question" is not.
-HAVE_NOUNS = words(
-    "dog cat puppy kitten pet parrot bird fish hamster rabbit horse turtle snake kid child "
-    "children son daughter baby twins sibling brother sister grandchild car bike motorcycle "
-    "house apartment flat garden boat degree phd master's bachelor's diabetes asthma adhd "
-    "autism allergy migraines condition tattoo cabin farm business startup company"
-)
 CONDITIONS = (
     r"(?:type \d )?(?:diabetes|asthma|adhd|autism|celiac disease|epilepsy|arthritis|dyslexia)"
 )
-POINTERS = words("it that this those these them you your him her when how what which doing being")
-POINTER_PHRASES = frozenset({"the idea", "the way", "the fact", "the thought", "the sound"})
 DIET = (
     r"(?:vegetarian|vegan|pescatarian|pescetarian|keto|paleo|gluten-free|dairy-free|kosher"
     r"|halal|teetotal|sober)"
-)
-# Lists of preferences are split on "and", except inside these.
-IDIOMS = frozenset(
-    {
-        "rock and roll",
-        "mac and cheese",
-        "salt and pepper",
-        "fish and chips",
-        "black and white",
-        "drum and bass",
-        "dungeons and dragons",
-        "r and b",
-        "sweet and sour",
-        "bread and butter",
-    }
-)
-# Goals the user states about this chat, not their life: "I want to know ...", "I want to
-# fix this bug".
-CHAT_VERBS = words(
-    "know ask say tell check confirm clarify mention add share thank talk chat "
-    "discuss understand figure make be go see sleep eat rest come help"
-)
-TASK_WORDS = words(
-    "function script code program query regex email message prompt bug error test tests file "
-    "files method class snippet answer example question this that it"
-)
-NOT_PLACES = words(
-    "fear hope denial peace harmony comfort luxury poverty misery silence "
-    "home night nights weekends shifts fun free my it this that"
 )
 _CUT = re.compile(
     r"\s+(?:with|where|which|who|because|since|so|but|and|as|when|for|to be)\b.*$", re.I
