@@ -12,8 +12,8 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from shared.config import Settings
-from shared.errors import ChatNotConfigured, UpstreamError, UpstreamTimeout
-from shared.llm.client import upstream_error_text
+from shared.errors import UpstreamError, UpstreamTimeout
+from shared.llm.endpoint import Endpoint, read_failure
 from shared.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -41,32 +41,18 @@ class ChatReply:
 class ChatModel:
     """One per process (the httpx pool inside is thread-safe).
 
-    The openai client's own retries are off: a person is waiting, and the API answers
-    502/504 at once with the stored message's id, so the caller decides whether to retry.
+    The openai client does not retry (Endpoint.client): a person is waiting, and the API
+    answers 502/504 at once with the stored message's id, so the caller decides whether
+    to retry.
     """
 
     def __init__(self, settings: Settings) -> None:
-        chat, llm = settings.chat, settings.llm
-        base_url = chat.base_url or llm.base_url
-        if not base_url:
-            raise ChatNotConfigured(
-                "no chat model configured: set TIERMEM_CHAT__BASE_URL (an OpenAI-compatible "
-                "endpoint, usually ending in /v1) or TIERMEM_LLM__BASE_URL, which it falls back to"
-            )
-        if chat.api_key:
-            api_key = chat.api_key
-        elif base_url == llm.base_url:
-            api_key = llm.api_key
-        else:
-            # Never send the extraction provider's key to a different host.
-            api_key = "not-needed"
-        self.base_url = base_url
-        self.model = chat.model
-        self.timeout_s = chat.timeout_s
-        self.max_tokens = chat.max_tokens
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key, timeout=chat.timeout_s, max_retries=0
-        )
+        self.endpoint = Endpoint.chat(settings)
+        self.base_url = self.endpoint.base_url
+        self.model = settings.chat.model
+        self.timeout_s = settings.chat.timeout_s
+        self.max_tokens = settings.chat.max_tokens
+        self._client = self.endpoint.client()
 
     def close(self) -> None:
         self._client.close()
@@ -146,32 +132,29 @@ class ChatModel:
     def _map_error(self, exc: Exception, model: str) -> UpstreamError:
         where = self.base_url
         details: dict[str, Any] = {"base_url": where, "model": model}
-        if isinstance(exc, openai.APIResponseValidationError):
-            return self._not_an_api(exc, model)
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        failure = read_failure(exc)
+        if failure.kind == "timeout":
             details["timeout_s"] = self.timeout_s
             error: UpstreamError = UpstreamTimeout(
                 f"the chat model ({model}) did not answer within {self.timeout_s:g}s at "
                 f"{where}; try again, or raise TIERMEM_CHAT__TIMEOUT_S",
                 details=details,
             )
-        elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-            cause = exc.__cause__ or exc
+        elif failure.kind == "unreachable":
             error = UpstreamError(
-                f"could not reach the chat model at {where}: {cause}; check that the server is "
-                "up and TIERMEM_CHAT__BASE_URL",
+                f"could not reach the chat model at {where}: {failure.said}; check that the "
+                "server is up and TIERMEM_CHAT__BASE_URL",
                 details=details,
             )
-        elif isinstance(exc, openai.APIStatusError):
-            details["upstream_status"] = exc.status_code
+        elif failure.kind == "status":
+            details["upstream_status"] = failure.status
             error = UpstreamError(
-                f"{_advice(exc.status_code, model, where)} (it said: {upstream_error_text(exc)})",
+                f"{self._advice(failure.status, model)} (it said: {failure.said})",
                 details=details,
             )
-        elif isinstance(exc, openai.APIError) and exc.body is not None:
-            # An error event inside a stream (the server failed after it started answering).
+        elif failure.kind == "broke_off":  # the server failed after it started answering
             error = UpstreamError(
-                f"the chat model at {where} failed while answering: {exc.message[:300]}",
+                f"the chat model at {where} failed while answering: {failure.said}",
                 details=details,
             )
         else:
@@ -186,12 +169,27 @@ class ChatModel:
         )
         return error
 
+    def _advice(self, status: int, model: str) -> str:
+        where = self.base_url
+        if status == 429:
+            return f"the chat model is rate-limited (429) at {where}; try again shortly"
+        if status >= 500:
+            return f"the chat model's server failed ({status}) at {where}; try again"
+        if status == 404:
+            return (
+                f"chat endpoint or model {model!r} not found (404) at {where}: check "
+                "TIERMEM_CHAT__BASE_URL (usually ends in /v1) and the model name"
+            )
+        if status in (400, 413, 422):
+            return (
+                f"the chat model rejected the request ({status}) at {where} (too long for its "
+                "context window, or a parameter it does not support)"
+            )
+        return self.endpoint.advice(status, model)
+
     def _not_an_api(self, problem: object, model: str) -> UpstreamError:
-        # Usually a base_url pointing at a web page or proxy rather than the API root.
         return UpstreamError(
-            f"the chat model endpoint at {self.base_url} did not answer like an "
-            f"OpenAI-compatible API ({problem}): check TIERMEM_CHAT__BASE_URL (usually ends "
-            "in /v1)",
+            self.endpoint.not_an_api(problem),
             details={"base_url": self.base_url, "model": model},
         )
 
@@ -291,28 +289,3 @@ def _usage(usage: Any, messages: Messages, content: str) -> tuple[int, int]:
     # than answer zeros, so the numbers stay useful for budgeting.
     prompt = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
     return prompt, count_tokens(content)
-
-
-def _advice(status: int, model: str, where: str) -> str:
-    if status == 429:
-        return f"the chat model is rate-limited (429) at {where}; try again shortly"
-    if status >= 500:
-        return f"the chat model's server failed ({status}) at {where}; try again"
-    if status == 401:
-        return f"the chat model rejected the API key (401) at {where}: check TIERMEM_CHAT__API_KEY"
-    if status == 403:
-        return (
-            f"the chat model refused access (403) at {where}: check that TIERMEM_CHAT__API_KEY "
-            f"may use model {model!r}"
-        )
-    if status == 404:
-        return (
-            f"chat endpoint or model {model!r} not found (404) at {where}: check "
-            "TIERMEM_CHAT__BASE_URL (usually ends in /v1) and the model name"
-        )
-    if status in (400, 413, 422):
-        return (
-            f"the chat model rejected the request ({status}) at {where} (too long for its "
-            "context window, or a parameter it does not support)"
-        )
-    return f"the chat model answered HTTP {status} at {where}"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.compression.prompts import SUMMARY_SCHEMA, SUMMARY_SECTIONS, build_summary_messages
 from shared.compression.summary import SummaryOutput, SummaryRequest
 from shared.config import LLMSettings
 from shared.errors import DomainError
 from shared.llm.client import LLMClient, MalformedOutput
-from shared.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SECTIONS, build_summary_messages
 
 SMALL_TALK = "Small talk only."
 

@@ -9,9 +9,9 @@ from typing import Literal
 from shared.config import ExtractionSettings, LLMSettings
 from shared.extraction.base import ExtractionResult, TurnInput, validate_items
 from shared.extraction.prefilter import is_small_talk
+from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import TypedFact, strict_json_schema
 from shared.llm.client import LLMClient, MalformedOutput
-from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from shared.config import LLMSettings
 from shared.errors import PermanentError, TransientError
+from shared.llm.endpoint import Endpoint, read_failure, upstream_error_text
 from shared.llm.prompts import json_mode_instructions, repair_instructions
 
 logger = logging.getLogger(__name__)
@@ -140,27 +141,18 @@ class _Call:
 class LLMClient:
     """One per process: the underlying httpx pool is thread-safe and shared by all calls.
 
-    The openai client's own retries are off (max_retries=0) because the Celery task retries
-    TransientError with backoff; retrying in both places would multiply the waits.
+    Its failures are TransientError (worth the Celery task's retry with backoff) or
+    PermanentError; the openai client itself does not retry (Endpoint.client).
     """
 
     def __init__(
         self, settings: LLMSettings, *, fallbacks: StructuredOutputFallbacks | None = None
     ) -> None:
-        if not settings.base_url:
-            raise PermanentError(
-                "no LLM endpoint configured: set TIERMEM_LLM__BASE_URL "
-                "(or use the offline extractor)"
-            )
+        self.endpoint = Endpoint.llm(settings)
         self.settings = settings
-        self.base_url = settings.base_url
+        self.base_url = self.endpoint.base_url
         self.fallbacks = FALLBACKS if fallbacks is None else fallbacks
-        self._client = openai.OpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
+        self._client = self.endpoint.client()
 
     def close(self) -> None:
         self._client.close()
@@ -367,19 +359,19 @@ class LLMClient:
             "model": self.settings.model,
             **fmt.details(),
         }
-        # APITimeoutError subclasses APIConnectionError, so it goes first.
-        if isinstance(exc, openai.APITimeoutError):
+        failure = read_failure(exc)
+        if failure.kind == "timeout":
             return TransientError(
                 f"LLM timed out after {self.settings.timeout_s:g}s at {where}",
                 details=details,
             )
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return TransientError(f"LLM connection failed at {where}: {cause}", details=details)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
+        if failure.kind == "unreachable":
+            return TransientError(
+                f"LLM connection failed at {where}: {failure.said}", details=details
+            )
+        if failure.kind == "status":
+            status, said = failure.status, failure.said
             details["status"] = status
-            said = upstream_error_text(exc)
             if status == 429:
                 return TransientError(f"LLM rate-limited (429) at {where}: {said}", details=details)
             if status >= 500:
@@ -388,15 +380,30 @@ class LLMClient:
                 )
             if status in _TRANSIENT_STATUSES:
                 return TransientError(f"LLM busy ({status}) at {where}: {said}", details=details)
-            return PermanentError(f"{_advice(status, self.settings)} ({said})", details=details)
+            return PermanentError(f"{self._advice(status)} ({said})", details=details)
         # APIResponseValidationError and friends: a 2xx that is not a chat completion.
         return self._not_an_api(exc, fmt)
 
+    def _advice(self, status: int) -> str:
+        where, model = self.base_url, self.settings.model
+        if status == 404:
+            return (
+                f"LLM endpoint or model not found (404) at {where}: check TIERMEM_LLM__BASE_URL "
+                f"(usually ends in /v1) and TIERMEM_LLM__MODEL ({model!r})"
+            )
+        if status in (400, 422):
+            hint = (
+                "; if the server does not support JSON-schema output, set "
+                "TIERMEM_LLM__RESPONSE_FORMAT=json_object"
+                if self.settings.response_format == JSON_SCHEMA
+                else ""
+            )
+            return f"LLM rejected the request ({status}) at {where}{hint}"
+        return self.endpoint.advice(status, model)
+
     def _not_an_api(self, problem: object, fmt: CallFormat) -> PermanentError:
-        # Usually a base_url pointing at a web page or proxy rather than the API root.
         return PermanentError(
-            f"LLM endpoint at {self.base_url} did not answer like an OpenAI-compatible API "
-            f"({problem}): check TIERMEM_LLM__BASE_URL (usually ends in /v1)",
+            self.endpoint.not_an_api(problem),
             details={"base_url": self.base_url, "model": self.settings.model, **fmt.details()},
         )
 
@@ -416,39 +423,6 @@ def _body_text(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict | list):
         return json.dumps(body)[:2000]
     return str(body)[:2000] if body is not None else ""
-
-
-def _advice(status: int, settings: LLMSettings) -> str:
-    where = settings.base_url
-    if status == 401:
-        return f"LLM rejected the API key (401) at {where}: check TIERMEM_LLM__API_KEY"
-    if status == 403:
-        return (
-            f"LLM refused access (403) at {where}: check that TIERMEM_LLM__API_KEY may use "
-            f"model {settings.model!r}"
-        )
-    if status == 404:
-        return (
-            f"LLM endpoint or model not found (404) at {where}: check TIERMEM_LLM__BASE_URL "
-            f"(usually ends in /v1) and TIERMEM_LLM__MODEL ({settings.model!r})"
-        )
-    if status in (400, 422):
-        hint = (
-            "; if the server does not support JSON-schema output, set "
-            "TIERMEM_LLM__RESPONSE_FORMAT=json_object"
-            if settings.response_format == "json_schema"
-            else ""
-        )
-        return f"LLM rejected the request ({status}) at {where}{hint}"
-    return f"LLM answered HTTP {status} at {where}"
-
-
-def upstream_error_text(exc: openai.APIStatusError) -> str:
-    """The provider's own error message, shortened: it usually says what to fix."""
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])[:300]
-    return str(exc.message)[:300]
 
 
 def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:

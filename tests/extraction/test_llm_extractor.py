@@ -16,6 +16,7 @@ from shared.config import ExtractionSettings, LLMSettings
 from shared.errors import PermanentError, TransientError
 from shared.extraction.base import Extractor, TurnInput
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
+from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import strict_json_schema
 from shared.llm.client import (
     LLMClient,
@@ -23,7 +24,6 @@ from shared.llm.client import (
     StructuredOutputFallbacks,
     rejects_structured_output,
 )
-from shared.llm.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from tests.scripted_llm import ScriptedLLM
 
 SESSION = dt.datetime(2024, 5, 8, 14, 30, tzinfo=dt.UTC)  # a Wednesday

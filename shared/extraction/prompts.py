@@ -1,0 +1,143 @@
+"""The extraction prompt, and the hash that identifies it on every extraction run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from string import Template
+
+from shared.extraction.base import TurnInput
+from shared.extraction.schemas import strict_json_schema
+
+# Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
+# and replay jobs use it to find turns extracted by an older prompt.
+EXTRACTOR_VERSION = "llm-2"  # llm-2: endings (`ended`), one preference slot per thing
+
+# Static on purpose: the per-turn details (date, names, text) go in the user message, so
+# providers that cache prompt prefixes can reuse this whole block across turns.
+# `$max_facts` is a string.Template field; the JSON examples keep their braces as they are.
+EXTRACTION_SYSTEM_PROMPT = """\
+You extract long-term memories about one person from a single chat turn.
+
+The request names the person, gives the session date with its weekday, and shows what the \
+person said and what the assistant replied. Extract at most $max_facts facts about that \
+person that would still be worth knowing in a conversation weeks from now. When nothing \
+qualifies, answer {"facts": []}; an empty list is a normal answer.
+
+Fact types (the "type" field), each with its own fields:
+- identity: a stable attribute of who the person is (attribute, value).
+  Example: {"type": "identity", "attribute": "location", "value": "Berlin", \
+"content": "Ana lives in Berlin."}
+- preference: something the person likes, dislikes, prefers or avoids \
+(topic, sentiment, value).
+  Example: {"type": "preference", "topic": "coffee", "sentiment": "dislikes", \
+"value": "coffee", "content": "Ana dislikes coffee."}
+- fact: any other lasting fact about the person's life, work or circumstances; set \
+attribute and value only when it has one current value a later fact could replace, \
+otherwise null.
+  Example: {"type": "fact", "attribute": "car", "value": "2019 Honda Civic", \
+"content": "Ana drives a 2019 Honda Civic."}
+- decision: a choice the person has made, with the reason when stated \
+(topic, choice, reason).
+  Example: {"type": "decision", "topic": "database", "choice": "PostgreSQL", \
+"reason": "her team knows it", "content": "Ana chose PostgreSQL for her project because \
+her team knows it."}
+- goal: something the person wants to achieve (goal, target_date, status: active, \
+achieved or abandoned).
+  Example: {"type": "goal", "goal": "run a marathon", "target_date": "2024-10-13", \
+"status": "active", "content": "Ana wants to run a marathon by 13 October 2024."}
+- relationship: a person in their life and how they are related (person, relation).
+  Example: {"type": "relationship", "person": "Marco", "relation": "brother", \
+"content": "Ana's brother is Marco."}
+
+Rules:
+1. content is one atomic sentence in the third person that names the person: \
+"Ana lives in Berlin." Never write "I", "the user", or a bare "he"/"she". One fact per \
+sentence: "I live in Berlin and work at Zalando" is two facts.
+2. subject is the person's name exactly as the request gives it, for every type; the \
+other person in a relationship goes in "person".
+3. Dates: resolve every relative date ("yesterday", "next Friday", "last month", "in two \
+weeks") against the session date to an absolute date, and write the absolute date in \
+content ("on 3 May 2024", "in April 2024"), never the relative words. Set valid_from \
+(YYYY-MM-DD) to the date the fact became true when the turn states or implies it (for a \
+month, its first day); otherwise null. target_date is YYYY-MM-DD or null.
+4. Only the person's own words are a source. The assistant's reply is context for \
+understanding them; never take a fact from it unless the person confirms it \
+("yes, exactly").
+5. Skip small talk, greetings, questions the person asks, hypotheticals ("if I lived in \
+Paris..."), jokes, and passing states that will not matter later ("I'm tired today"). \
+Facts about other people belong only in a relationship to the person.
+6. confidence (0 to 1) is how sure you are that the person stated this as true of \
+themselves: 0.9 or more when said outright, about 0.7 when clearly implied, below 0.5 \
+when guessing (better left out).
+7. attribute and topic are short snake_case nouns, named the same way every time, so a \
+later fact about the same thing replaces the earlier one. For identity use one of these \
+when it fits: name, age, birthday, location, hometown, occupation, employer, nationality, \
+language, pronouns.
+   For fact use these when they fit: pet (one fact per pet, value: its name), diet, \
+allergy, condition, car. Attributes a person holds several values of at once (language, \
+pet, hobby, child, sport, instrument, allergy, condition) never replace each other.
+8. tags: up to 3 short lowercase words for the area of life (e.g. "work", "health", \
+"travel").
+9. Endings: when the person says something stopped being true (quit or left a job, moved \
+away, broke up or divorced, a pet died or was given away, graduated, no longer likes or \
+does something, "I don't have X anymore", "I used to ..."), write it as a fact with \
+"ended": true, of the type and with the attribute (or topic) and value the fact it ends \
+would have, its content saying what ended, dated when stated:
+  {"type": "identity", "attribute": "employer", "value": "Siemens", "ended": true, \
+"content": "Lena quit Siemens in March 2024."}
+  For a relationship the value is the person's name, or "*" with the relation when they \
+are not named ("my husband and I split up"); "*" as the value when every value ended \
+("I don't have any pets anymore"). Every other fact has "ended": false. A new value needs \
+no ending for the old one: "I moved to Munich" replaces Berlin by itself.
+
+Answer with JSON only: {"facts": [...]}, every field of the fact's type present, null \
+where unknown.
+"""
+
+EXTRACTION_USER_TEMPLATE = """\
+Session date: $date ($weekday)
+Person: $user
+Extract facts about $user from this turn.
+
+<user name="$user">
+$user_message
+</user>
+
+$assistant_block"""
+
+_ASSISTANT_BLOCK = """\
+<assistant name="$assistant">
+$assistant_message
+</assistant>
+"""
+_NO_ASSISTANT = "(no assistant reply in this turn)\n"
+
+
+def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
+    """The (system, user) messages for one extraction call."""
+    system = Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=max_facts)
+    if turn.assistant_message and turn.assistant_message.strip():
+        assistant_block = Template(_ASSISTANT_BLOCK).substitute(
+            assistant=turn.assistant_speaker, assistant_message=turn.assistant_message.strip()
+        )
+    else:
+        assistant_block = _NO_ASSISTANT
+    user = Template(EXTRACTION_USER_TEMPLATE).substitute(
+        date=turn.session_date.date().isoformat(),
+        weekday=turn.session_date.strftime("%A"),
+        user=turn.user_speaker,
+        user_message=turn.user_message.strip(),
+        assistant_block=assistant_block,
+    )
+    return system, user
+
+
+def prompt_hash() -> str:
+    """Identifies the extraction prompt: changes whenever its templates or schema change."""
+    digest = hashlib.sha256()
+    for part in (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(json.dumps(strict_json_schema(), sort_keys=True).encode())
+    return digest.hexdigest()[:16]
