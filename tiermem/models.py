@@ -14,10 +14,11 @@ from shared.compression.models import (
     ContinuePublic,
     TiersPublic,
 )
-from shared.context.models import ContextPublic, MessageHit, MessageRef
+from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
 from shared.ingest import ImportAccepted, ImportIn, MessageIn, TranscriptLine, TurnAccepted, TurnIn
 from shared.memory.message_search import MessageHitsPublic
+from shared.memory.messages import MessageHit, MessageRef
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,

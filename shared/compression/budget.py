@@ -8,7 +8,6 @@ from functools import lru_cache
 from typing import Literal
 
 from shared.config import CompressionSettings
-from shared.context.templates import HISTORY_HEADER, HISTORY_LINE
 from shared.tokens import count_tokens
 
 Tier = Literal["head", "bulks", "topics", "current"]
@@ -16,6 +15,11 @@ SplitTier = Literal["current", "topics", "bulks"]
 SPLIT_TIERS: tuple[SplitTier, ...] = ("current", "topics", "bulks")
 # The order the context shows them in, oldest first.
 DISPLAY_ORDER: tuple[Tier, ...] = ("head", "bulks", "topics", "current")
+
+# How the context renders the session's history (shared/context/templates.py shows them with
+# the rest of the prompt): the tier budgets are paid in these lines' tokens.
+HISTORY_HEADER = "## This conversation so far"
+HISTORY_LINE = "{speaker}: {content}"
 
 # How a summary is introduced in the context (the "speaker" of its line). One label for
 # both summary tiers: moving an entry between them then never changes its cost.

@@ -150,3 +150,16 @@ class ContinuePublic(BaseModel):
     user_id: str
     seeded_entries: int
     seeded_tokens: int
+
+
+class HistoryEntry(BaseModel):
+    """One entry of the session's own history: a verbatim message of the `current` tier
+    (topic and bulk summaries arrive with tiered compression)."""
+
+    tier: str = "current"
+    message_id: str
+    role: str
+    speaker: str | None
+    content: str
+    created_at: dt.datetime
+    tokens: int

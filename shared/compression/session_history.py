@@ -11,8 +11,8 @@ from sqlmodel import Session
 
 from shared.compression.budget import DISPLAY_ORDER, SUMMARY_LABEL
 from shared.compression.engine import Entry
+from shared.compression.models import HistoryEntry
 from shared.compression.store import load
-from shared.context.models import HistoryEntry
 from shared.db.models import ChatSession, utcnow
 
 

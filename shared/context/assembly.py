@@ -14,19 +14,19 @@ from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
+from shared import metrics
+from shared.compression.models import HistoryEntry
 from shared.config import ContextSettings
 from shared.context import templates as t
 from shared.context.models import (
     ChatMessage,
     ContextMemory,
     ContextPublic,
-    HistoryEntry,
-    MessageHit,
 )
 from shared.db.models import Fact, User, utcnow
 from shared.extraction.schemas import FACT_TYPES
 from shared.memory.beliefs import contradicts
-from shared.ops import metrics
+from shared.memory.messages import MessageHit
 from shared.tokens import joined_tokens, line_tokens
 from shared.vectors.scope import UserVectors
 

@@ -6,6 +6,9 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
+from shared.compression.models import HistoryEntry
+from shared.memory.messages import MessageHit
+
 
 class ContextMemory(BaseModel):
     id: str
@@ -13,49 +16,6 @@ class ContextMemory(BaseModel):
     content: str
     date: dt.date  # when it was (last) said
     score: float  # the blended rank score
-
-
-class MessageRef(BaseModel):
-    """A stored message as clients see it: a history search hit, a memory's source."""
-
-    message_id: str
-    external_id: str | None
-    session_id: str  # the client's session id
-    role: str
-    speaker: str | None
-    content: str
-    created_at: dt.datetime
-
-
-class MessageHit(MessageRef):
-    """An earlier message found by history search (keyword + meaning, fused)."""
-
-    # Why it was found. score: what the hits are ordered by — keyword_score +
-    # history_vector_weight × vector_score (+ history_speaker_bonus when speaker_named);
-    # reciprocal rank fusion of the ranks when SQL full-text answers instead of the engine.
-    score: float
-    keyword_rank: int | None = None  # its rank by words (BM25), None: not among the best
-    vector_rank: int | None = None  # its rank by meaning
-    keyword_score: float | None = None  # BM25 over the best candidate's, 0-1
-    vector_score: float | None = None  # cosine similarity to the query
-    speaker_named: bool = False  # the query names who said it
-    # With `around=n`: up to n messages on each side in its session, oldest first, so a
-    # client can show the exchange rather than a lone line.
-    before: list[MessageRef] = Field(default_factory=list)
-    after: list[MessageRef] = Field(default_factory=list)
-
-
-class HistoryEntry(BaseModel):
-    """One entry of the session's own history: a verbatim message of the `current` tier
-    (topic and bulk summaries arrive with tiered compression)."""
-
-    tier: str = "current"
-    message_id: str
-    role: str
-    speaker: str | None
-    content: str
-    created_at: dt.datetime
-    tokens: int
 
 
 class ChatMessage(BaseModel):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+# The session's history lines are the compression budget's: it pays tiers in their tokens.
+from shared.compression.budget import HISTORY_HEADER as HISTORY_HEADER
+from shared.compression.budget import HISTORY_LINE as HISTORY_LINE
+
 TYPE_ORDER = ("identity", "relationship", "preference", "goal", "decision", "fact")
 TYPE_TITLES = {
     "identity": "Who they are",
@@ -24,8 +28,6 @@ TYPE_HEADER = "### {title}"
 MEMORY_LINE = "- ({date}) {content}"
 EARLIER_HEADER = "## Relevant earlier messages"
 EARLIER_LINE = "- ({date}, session {session}) {speaker}: {content}"
-HISTORY_HEADER = "## This conversation so far"
-HISTORY_LINE = "{speaker}: {content}"
 
 
 def day(value: dt.date | dt.datetime) -> str:

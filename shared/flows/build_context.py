@@ -10,19 +10,19 @@ import numpy as np
 from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
+from shared.compression.models import HistoryEntry
 from shared.compression.session_history import session_history
 from shared.compression.store import display_name
 from shared.config import ContextSettings
 from shared.context.assembly import FactView, assemble, rank_memories
 from shared.context.models import (
     ContextPublic,
-    HistoryEntry,
-    MessageHit,
 )
 from shared.db.models import ChatSession, Message, User
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.memory.guard import screen
 from shared.memory.message_search import search_history
+from shared.memory.messages import MessageHit
 from shared.memory.reader import in_third_person
 from shared.runtime import Runtime
 

@@ -30,7 +30,7 @@ import re
 import unicodedata
 from typing import Final, Literal, Protocol
 
-from shared.ops import metrics
+from shared import metrics
 from shared.wordlists import read_list
 
 Family = Literal[

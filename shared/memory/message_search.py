@@ -33,12 +33,12 @@ from sqlalchemy import Select, bindparam, text, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
-from shared.context.models import MessageHit, MessageRef
 from shared.db.models import ChatSession, Message, User, utcnow
 from shared.embeddings import CachedEmbedder, Vectors
 from shared.errors import InvalidInput, Unavailable
 from shared.extraction.prefilter import is_small_talk
 from shared.inputs import BLANK
+from shared.memory.messages import MessageHit, MessageRef
 from shared.runtime import Runtime
 from shared.vectors import HybridHits, Vector, VectorPoint
 from shared.vectors.scope import SESSION_FIELD, UserVectors

@@ -11,12 +11,12 @@ from pydantic import BaseModel, Field
 from sqlalchemy import delete, text
 from sqlmodel import Session, col, func, select
 
-from shared.context.models import MessageRef
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.errors import NotFound
 from shared.extraction.base import is_generic_speaker
 from shared.extraction.schemas import FactType
 from shared.inputs import RequestModel
+from shared.memory.messages import MessageRef
 from shared.runtime import Runtime
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in

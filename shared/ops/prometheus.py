@@ -22,10 +22,10 @@ from prometheus_client.core import (
 from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 
+from shared import metrics
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
-from shared.ops import metrics
 from shared.ops.queues import RUN_TABLES, FormatFallback, OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import HeartbeatStore, WorkerInfo

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
+from shared import metrics
 from shared.db.models import Fact
 from shared.memory.guard import HITS_METRIC, is_injectable
-from shared.ops import metrics
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.conftest import make_settings, wait_job

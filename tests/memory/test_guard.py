@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from shared import metrics
 from shared.memory.guard import FAMILIES, HITS_METRIC, family_of, fold, is_injectable, scan, screen
-from shared.ops import metrics
 
 ZW = "\u200b"  # zero-width space
 ZWJ = "\u200d"

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from shared.ops.metrics import Counters, Sample
+from shared.metrics import Counters, Sample
 
 
 def test_counts_by_name_and_label_set() -> None:

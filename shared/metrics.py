@@ -1,4 +1,5 @@
-"""Process-wide counters by name and labels; issue 5 exposes them in the Prometheus text format."""
+"""The process's metrics: counters by name and labels, and the prometheus_client registry that
+/metrics renders (shared/ops/prometheus.py). At the bottom so any layer can count."""
 
 from __future__ import annotations
 
