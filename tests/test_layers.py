@@ -19,7 +19,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "errors", "heap", "inputs", "locks", "metrics", "tokens", "wordlists"),
     ("db",),
-    ("ingest", "outbox", "runs", "tenancy"),
+    ("ingest", "outbox", "replay", "runs", "tenancy"),
     ("embeddings", "vectors"),
     ("llm",),
     ("extraction",),
@@ -29,8 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("chat", "ops"),
     # The process's resources: only the use cases above should see it.
     ("runtime",),
-    # Use cases. `flows` is their folder; the loose modules beside it are flows not moved yet.
-    ("flows", "mem0_compat", "replay"),
+    # Use cases: one module each in flows/; mem0_compat serves mem0's API over them.
+    ("flows", "mem0_compat"),
     # Scripts alembic runs from above (`tiermem migrate`, the startup upgrade), filed beside
     # db/ so they ship in the package: a migration may reuse any domain code (0008 upgrades
     # slots with memory's own), and nothing imports one.

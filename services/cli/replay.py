@@ -24,6 +24,7 @@ from services.cli.settings import load_settings
 from shared import replay
 from shared.config import Settings
 from shared.errors import DomainError
+from shared.flows.replay_extraction import create_job
 from shared.runtime import Runtime
 from shared.tenancy import get_tenant_by_name
 
@@ -116,7 +117,7 @@ def start(
                 "session_ids": session_id or None, "since": since, "until": until,
                 "stale_only": stale_only,
             })  # fmt: skip
-            job = replay.create_job(session=session, runtime=runtime, body=body)
+            job = create_job(session=session, runtime=runtime, body=body)
         start_replay(job.id)
         console.print(f"replay {job.id}: {job.total} turns, mode {job.mode}")
         if follow:

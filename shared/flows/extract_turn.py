@@ -20,7 +20,7 @@ from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speak
 from shared.memory.message_search import index_messages, turn_message_ids
 from shared.memory.reader import introduced_name
 from shared.memory.writer import provenance_for, write_facts
-from shared.runs import record_error
+from shared.runs import record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def run_extraction(
         grown = run.session_id if run.reply_message_id and not replay else None
         if run.replay_mode in STAGING_MODES and not result.skipped_reason:
             # A dry run or rebuild keeps what it extracted; the job diffs or swaps it in
-            # once every turn of the user is extracted (shared.replay).
+            # once every turn of the user is extracted (shared.flows.replay_extraction).
             outcome = RunOutcome(run_id, "staged")
             fields = {**_result_fields(result), "staged": staged_payload(result, turn)}
             _finish(runtime, run_id, outcome, result_fields=fields, started=started)
@@ -259,16 +259,16 @@ def _record_error(
     final: bool,
     fields: dict[str, object] | None = None,
 ) -> None:
-    log.warning("extraction run %s failed: %s", run_id, error, extra={"run_id": run_id})
-    with session_scope(runtime.engine) as session:
-        run = session.get(ExtractionRun, run_id)
-        if run is None:
-            return
-        for key, value in (fields or {}).items():
-            setattr(run, key, value)
-        record_error(run, error, final=final)
-        session.add(run)
-        _set_message_status(session, run, run.status)
+    """The run's error (shared.runs), and the message's status follows its live run."""
+    record_run_error(
+        runtime.engine,
+        ExtractionRun,
+        run_id,
+        error,
+        final=final,
+        fields=fields,
+        then=lambda session, run: _set_message_status(session, run, run.status),
+    )
 
 
 def _set_message_status(session: Session, run: ExtractionRun, status: str) -> None:

@@ -1,5 +1,6 @@
 """Replay tasks on the `replay` queue: a dispatcher that meters turns into the broker,
-and one task per turn. The domain code is in shared.replay."""
+and one task per turn. The use case is shared.flows.replay_extraction; the job's records
+are shared.replay."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from shared import replay
 from shared.config import get_settings
 from shared.db.models import ExtractionRun
 from shared.flows.extract_turn import run_extraction
+from shared.flows.replay_extraction import finish_user
 from shared.ops.queues import read_broker
 from workers import queues
 from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
@@ -66,7 +68,7 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     finally:
         if slots is not None:
             slots.release()
-    replay.finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
+    finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
     with Session(runtime.engine) as session:
         replay.finish_job_if_done(session=session, job_id=job_id)
     return outcome.as_dict()

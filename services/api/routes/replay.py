@@ -10,6 +10,7 @@ from fastapi import APIRouter
 
 from services.api.deps import AdminDep, RuntimeDep, SessionDep
 from shared import replay
+from shared.flows.replay_extraction import create_job
 from workers.tasks.replay import start_replay
 
 router = APIRouter(prefix="/v1/replay", tags=["replay"])
@@ -20,7 +21,7 @@ def post_replay(
     body: replay.ReplayIn, runtime: RuntimeDep, session: SessionDep, principal: AdminDep
 ) -> replay.ReplayProgress:
     scoped = body.model_copy(update={"tenant_id": principal.reach_tenant(body.tenant_id)})
-    job = replay.create_job(session=session, runtime=runtime, body=scoped)
+    job = create_job(session=session, runtime=runtime, body=scoped)
     start_replay(job.id)
     return replay.progress(session=session, job_id=job.id)
 
