@@ -379,7 +379,12 @@ def time_search(runtime: Runtime, tenant_id: str, cases: Sequence[Case]) -> Time
                 select(User).where(User.tenant_id == tenant_id, User.external_id == case.user)
             ).one()
             found = search_memories(
-                runtime=runtime, session=session, user=user, query=case.query, k=K
+                embedder=runtime.embedder,
+                facts=runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+                session=session,
+                user=user,
+                query=case.query,
+                k=K,
             )
         out.ms.append((time.perf_counter() - started) * 1000)
         out.cpu_ms.append((time.thread_time() - cpu) * 1000)

@@ -68,11 +68,12 @@ from bench.locomo import CATEGORIES, DATA, Dataset, Question, found_all, found_a
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
+from shared.flows.extract_turn import index_user_messages
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory.message_search import (
     _HIT_ROWS,
+    UserHistory,
     candidate_depth,
-    index_messages,
     index_text,
     is_indexable,
     keyword_search,
@@ -161,7 +162,7 @@ def load_product(folder: Path, database_url: str | None, data: Dataset, pad_user
     ingest_s = time.perf_counter() - started
     started = time.perf_counter()
     for user_id, message_ids in stored:  # a call per session (the worker: one per turn)
-        index_messages(
+        index_user_messages(
             runtime=runtime, tenant_id=tenant.id, user_id=user_id, message_ids=message_ids
         )
     index_s = time.perf_counter() - started
@@ -377,23 +378,27 @@ Method = Callable[[Session, User, Question, list[float]], list[str | None]]
 def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict[str, Method]:
     runtime = product.runtime
 
+    def history_of(u: User) -> UserHistory:
+        return runtime.history_of(tenant_id=u.tenant_id, user_id=u.id)
+
     def hybrid(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
-        hits = search_history(runtime=runtime, session=s, user=u, query=q.text, k=K,
-                              query_vector=v)  # fmt: skip
+        hits = search_history(history=history_of(u), context=runtime.settings.context,
+                              session=s, user=u, query=q.text, k=K, query_vector=v)  # fmt: skip
         return [h.external_id for h in hits]
 
     def in_sql(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
         depth = candidate_depth(K)
-        ids = vector_search(runtime=runtime, user=u, query=q.text, limit=depth, query_vector=v)
-        hits = search_history_in_sql(runtime=runtime, session=s, user=u, query=q.text, k=K,
-                                     by_meaning=ids)  # fmt: skip
+        ids = vector_search(history=history_of(u), user=u, query=q.text, limit=depth,
+                            query_vector=v)  # fmt: skip
+        hits = search_history_in_sql(rrf_k=runtime.settings.context.rrf_k, session=s, user=u,
+                                     query=q.text, k=K, by_meaning=ids)  # fmt: skip
         return [h.external_id for h in hits]
 
     def keyword(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
         return hit_rows(s, u, keyword_search(session=s, user_id=u.id, query=q.text, limit=K))
 
     def dense(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
-        ids = vector_search(runtime=runtime, user=u, query=q.text, limit=K, query_vector=v)
+        ids = vector_search(history=history_of(u), user=u, query=q.text, limit=K, query_vector=v)
         return hit_rows(s, u, ids)
 
     def edge(index: EdgeIndex, use: str, idf_of_user: bool = False) -> Method:

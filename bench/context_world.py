@@ -31,10 +31,10 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Fact, Message, User
 from shared.embeddings.base import Vectors
 from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
+from shared.flows.extract_turn import index_user_messages
 from shared.ingest import NewMessage, ingest_messages
 from shared.memory import writer
 from shared.memory.guard import scan
-from shared.memory.message_search import index_messages
 from shared.memory.normalize import may_be_paraphrases
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
@@ -207,7 +207,7 @@ def load_sessions(
         rows = session.exec(select(Message).where(col(Message.id).in_(all_ids))).all()
         cache.ensure(index_text(r) for r in rows)
     for start in range(0, len(all_ids), 512):
-        index_messages(
+        index_user_messages(
             runtime=runtime,
             tenant_id=tenant_id,
             user_id=loaded.user_id,

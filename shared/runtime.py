@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import cached_property
+from functools import cached_property, partial
 
 from sqlalchemy.engine import Engine
 
@@ -20,6 +20,7 @@ from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
+from shared.memory.message_search import UserHistory
 from shared.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
 from shared.vectors.scope import (
@@ -130,6 +131,14 @@ class Runtime:
         """The user's messages, for history search (point id = message id). Apart from the
         facts, so fact search and dedup never meet a message."""
         return self._user_vectors(tenant_id, user_id, "messages")
+
+    def history_of(self, *, tenant_id: str, user_id: str) -> UserHistory:
+        """The user's messages and the embedder, for history search and its indexing: each
+        opened when the search first needs it."""
+        return UserHistory(
+            messages=partial(self.messages_of, tenant_id=tenant_id, user_id=user_id),
+            embedder=lambda: self.embedder,
+        )
 
     def _user_vectors(self, tenant_id: str, user_id: str, kind: Kind) -> UserVectors:
         q = self.settings.qdrant

@@ -13,10 +13,11 @@ from shared.context.models import ContextPublic
 from shared.db.models import User
 from shared.extraction.schemas import FactType
 from shared.flows.build_context import build_context
+from shared.flows.forget import delete_memory
 from shared.flows.store_turn import TurnWriter
 from shared.ingest import TurnAccepted, TurnIn, find_user
 from shared.memory.message_search import MessageHitsPublic, search_user_history
-from shared.memory.reader import MemoriesPublic, SearchIn, delete_memory, list_memories
+from shared.memory.reader import MemoriesPublic, SearchIn, list_memories
 from shared.memory.reader import search_memories as search_user_memories
 from shared.runtime import Runtime
 from shared.tenancy import Principal
@@ -34,7 +35,8 @@ class LocalBackend:
         return await self._as_user(
             user_id,
             lambda session, user: search_user_memories(
-                runtime=self.runtime,
+                embedder=self.runtime.embedder,
+                facts=self.runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
                 session=session,
                 user=user,
                 query=search.query,
@@ -91,7 +93,8 @@ class LocalBackend:
         return await self._as_user(
             user_id,
             lambda session, user: search_user_history(
-                runtime=self.runtime,
+                history=self.runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+                context=self.runtime.settings.context,
                 session=session,
                 user=user,
                 query=query,

@@ -131,7 +131,8 @@ def _earlier_messages(
 ) -> tuple[list[MessageHit], int]:
 
     hits = search_history(
-        runtime=runtime,
+        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+        context=cfg,
         session=session,
         user=user,
         query=query,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -55,6 +56,21 @@ class RunOutcome:
         return asdict(self)
 
 
+def index_user_messages(
+    *, runtime: Runtime, tenant_id: str, user_id: str, message_ids: Sequence[str]
+) -> int:
+    """Write the messages into the user's message collection (index_messages, with the
+    process's parts): a turn's first step here, and how a benchmark fills a history."""
+    return index_messages(
+        history=runtime.history_of(tenant_id=tenant_id, user_id=user_id),
+        engine=runtime.engine,
+        read_engine=runtime.read_engine,
+        locks=runtime.user_locks,
+        user_id=user_id,
+        message_ids=message_ids,
+    )
+
+
 def run_extraction(
     runtime: Runtime, run_id: str, *, last_attempt: bool = True, worker: str | None = None
 ) -> RunOutcome:
@@ -75,12 +91,14 @@ def run_extraction(
             # History search's vectors first: a turn whose extraction fails for good is
             # still found by meaning, and a vector-store error here is retried before any
             # LLM call. (A replay re-reads turns whose messages are indexed already.)
-            index_messages(
+            index_user_messages(
                 runtime=runtime,
                 tenant_id=run.tenant_id,
                 user_id=run.user_id,
                 message_ids=turn_message_ids(
-                    runtime=runtime, message_id=run.message_id, reply_id=run.reply_message_id
+                    read_engine=runtime.read_engine,
+                    message_id=run.message_id,
+                    reply_id=run.reply_message_id,
                 ),
             )
         result = runtime.extractor.extract(turn)

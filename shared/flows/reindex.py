@@ -43,7 +43,11 @@ def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int =
                     for r, v in zip(chunk, vectors, strict=True)
                 ]
             )
-        messages = reindex_messages(runtime=runtime, session=session, user=user)
+        messages = reindex_messages(
+            history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+            session=session,
+            user=user,
+        )
     log.info("reindexed user", extra={"user_id": user.id, "facts": len(rows), "messages": messages})
     return len(rows)
 

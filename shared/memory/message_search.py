@@ -1,7 +1,7 @@
 """History search: a user's earlier messages by keyword and meaning, fused by rank.
 
 The vector engine answers both (ADR 0013): the extraction worker writes each message into
-the user's message collection (`Runtime.messages_of`, point id = message id) with a dense
+the user's message collection (`UserHistory.messages`, point id = message id) with a dense
 vector of "(8 May 2023) Ana: <content>" and a BM25 sparse vector of its words, and one
 request returns the user's best 4k by meaning and by words. Messages the engine does not
 hold yet (`Message.indexed_at` unset: the worker is behind) are found by SQL full-text,
@@ -24,22 +24,24 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Select, bindparam, text, update
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from shared.config import ContextSettings
 from shared.db.models import ChatSession, Message, User, utcnow
-from shared.embeddings import CachedEmbedder, Vectors
+from shared.embeddings import CachedEmbedder, Embedder, Vectors
 from shared.errors import InvalidInput, Unavailable
 from shared.extraction.prefilter import is_small_talk
 from shared.inputs import BLANK
+from shared.memory.locks import UserLocks
 from shared.memory.messages import MessageHit, MessageRef
-from shared.runtime import Runtime
 from shared.vectors import HybridHits, Vector, VectorPoint
 from shared.vectors.scope import SESSION_FIELD, UserVectors
 from shared.vectors.sparse import blended_terms, query_terms
@@ -98,6 +100,17 @@ class MessageHitsPublic(BaseModel):
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class UserHistory:
+    """One user's message collection and the embedder that fills and searches it, each
+    opened on first use (the caller builds it: `Runtime.history_of`). The vector store may
+    be another process's (embedded Qdrant held by the worker): opening it raises
+    Unavailable, and history search then answers from SQL without loading the model."""
+
+    messages: Callable[[], UserVectors]
+    embedder: Callable[[], Embedder]
+
+
 # -- indexing (worker side) ----------------------------------------------------------------
 
 
@@ -120,10 +133,9 @@ def is_indexable(message: Message) -> bool:
     return message.role in INDEXED_ROLES and not is_small_talk(message.content)
 
 
-def _embed_uncached(runtime: Runtime, texts: Sequence[str]) -> Vectors:
+def _embed_uncached(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     # Each message is embedded once: kept in the LRU it would only push out the query
     # embeddings the cache is there for (the context builder embeds every query).
-    embedder = runtime.embedder
     inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
     return inner.embed(texts)
 
@@ -158,7 +170,7 @@ def messages_around(session: Session, rows: Sequence[Message]) -> Around:
 
 
 def _points(
-    runtime: Runtime,
+    embedder: Embedder,
     rows: Sequence[Message],
     around: Around,
     known: Mapping[str, Vector] | None = None,
@@ -172,7 +184,7 @@ def _points(
     dense = [r for r in rows if is_indexable(r) and r.id not in known]
     vectors: dict[str, Vector] = {r.id: known[r.id] for r in rows if r.id in known}
     if dense:
-        embedded = _embed_uncached(runtime, [index_text(r) for r in dense])
+        embedded = _embed_uncached(embedder, [index_text(r) for r in dense])
         vectors.update({r.id: v for r, v in zip(dense, embedded, strict=True)})
     points = []
     for r in rows:
@@ -212,12 +224,12 @@ def _answered(session: Session, rows: Sequence[Message]) -> list[Message]:
 PREAMBLE_WINDOW = 16
 
 
-def turn_message_ids(*, runtime: Runtime, message_id: str, reply_id: str | None) -> list[str]:
+def turn_message_ids(*, read_engine: Engine, message_id: str, reply_id: str | None) -> list[str]:
     """What a turn's run indexes: its user message and reply, and the messages between the
     previous user message and this one that no run covers (system or tool messages, an
     assistant's opening line) and that are not indexed yet. Left out, they would be found
     by SQL full-text only, and keep it asked on every search of the user."""
-    with Session(runtime.read_engine) as session:
+    with Session(read_engine) as session:
         message = session.get(Message, message_id)
         if message is None:
             return [message_id, *([reply_id] if reply_id else [])]
@@ -240,7 +252,13 @@ def turn_message_ids(*, runtime: Runtime, message_id: str, reply_id: str | None)
 
 
 def index_messages(
-    *, runtime: Runtime, tenant_id: str, user_id: str, message_ids: Sequence[str]
+    *,
+    history: UserHistory,
+    engine: Engine,
+    read_engine: Engine,
+    locks: UserLocks,
+    user_id: str,
+    message_ids: Sequence[str],
 ) -> int:
     """Write the given messages into the user's message collection (one embed call), and
     mark them indexed in SQL, where history search stops asking full-text for them.
@@ -253,7 +271,7 @@ def index_messages(
     wanted = [i for i in message_ids if i]
     if not wanted:
         return 0
-    with Session(runtime.read_engine) as session:
+    with Session(read_engine) as session:
         rows = session.exec(
             select(Message)
             .where(col(Message.id).in_(wanted), Message.user_id == user_id)
@@ -263,13 +281,13 @@ def index_messages(
         around = messages_around(session, [*rows, *answered])
     if not rows:
         return 0
-    messages = runtime.messages_of(tenant_id=tenant_id, user_id=user_id)
+    messages, embedder = history.messages(), history.embedder()
     # The messages before them are written again with the words after them; their dense
     # vectors are read back rather than embedded again.
     kept = {h.id: h.vector for h in messages.retrieve([m.id for m in answered], with_vectors=True)}
-    made = _points(runtime, [*rows, *answered], around, {i: v for i, v in kept.items() if v})
-    with runtime.user_locks.hold(user_id):
-        with Session(runtime.read_engine) as session:
+    made = _points(embedder, [*rows, *answered], around, {i: v for i, v in kept.items() if v})
+    with locks.hold(user_id):
+        with Session(read_engine) as session:
             present = set(
                 session.exec(
                     select(Message.id).where(
@@ -280,26 +298,28 @@ def index_messages(
             )
         points = [p for p in made if p.id in present]
         if points:
-            messages.ensure(runtime.embedder.dim)  # sparse-only points cannot make it
+            messages.ensure(embedder.dim)  # sparse-only points cannot make it
             messages.upsert(points)
         held = _holds_words(messages)
     if held:
         # Every row handled, pointless ones too (no terms, no meaning): nothing more of
         # them is findable, and an unmarked row would keep full-text busy for the user.
-        with Session(runtime.engine) as session:
+        with Session(engine) as session:
             _mark_indexed(session, user_id, [r.id for r in rows if r.id in present])
             session.commit()
     return len(points)
 
 
-def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: int = 256) -> int:
+def reindex_messages(
+    *, history: UserHistory, session: Session, user: User, batch: int = 256
+) -> int:
     """Rebuild the user's message collection from SQL; the caller holds the user's lock.
     Until done, SQL full-text finds the user's messages by their words."""
-    messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
+    messages, embedder = history.messages(), history.embedder()
     session.execute(update(Message).where(col(Message.user_id) == user.id).values(indexed_at=None))
     session.commit()
     messages.drop()
-    messages.ensure(runtime.embedder.dim)
+    messages.ensure(embedder.dim)
     rows = session.exec(
         select(Message)
         .where(Message.user_id == user.id)
@@ -308,7 +328,7 @@ def reindex_messages(*, runtime: Runtime, session: Session, user: User, batch: i
     written = 0
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
-        points = _points(runtime, chunk, messages_around(session, chunk))
+        points = _points(embedder, chunk, messages_around(session, chunk))
         messages.upsert(points)
         written += len(points)
     if _holds_words(messages):
@@ -474,7 +494,7 @@ def unindexed_keyword_ranks(
 
 def vector_search(
     *,
-    runtime: Runtime,
+    history: UserHistory,
     user: User,
     query: str,
     limit: int,
@@ -484,8 +504,8 @@ def vector_search(
     reached from this process (embedded Qdrant owned by a separate worker): keyword
     results alone are still worth returning."""
     try:
-        messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
-        vector = query_vector if query_vector is not None else runtime.embedder.embed([query])[0]
+        messages = history.messages()
+        vector = query_vector if query_vector is not None else history.embedder().embed([query])[0]
         hits = messages.search(vector, limit=limit)
     except Unavailable as exc:
         log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
@@ -628,7 +648,8 @@ _HIT_ROWS: Select[*tuple[Any, ...]] = (
 
 def search_history(
     *,
-    runtime: Runtime,
+    history: UserHistory,
+    context: ContextSettings,
     session: Session,
     user: User,
     query: str,
@@ -648,8 +669,8 @@ def search_history(
     depth = candidate_depth(k)
     dense: list[str] = []  # by meaning, for the SQL path
     try:
-        messages = runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id)
-        vector = query_vector if query_vector is not None else runtime.embedder.embed([query])[0]
+        messages = history.messages()
+        vector = query_vector if query_vector is not None else history.embedder().embed([query])[0]
         excluded = {SESSION_FIELD: exclude_session_id} if exclude_session_id else None
         found = messages.hybrid_search(vector, query_terms(query), limit=depth, exclude=excluded)
         if found is None:  # no collection yet, or one made before sparse vectors
@@ -663,7 +684,7 @@ def search_history(
         found = None
     if found is None:
         return search_history_in_sql(
-            runtime=runtime,
+            rrf_k=context.rrf_k,
             session=session,
             user=user,
             query=query,
@@ -678,12 +699,11 @@ def search_history(
         limit=depth,
         exclude_session_id=exclude_session_id,
     )
-    cfg = runtime.settings.context
-    fused = fuse_scores(found, vector_weight=cfg.history_vector_weight, fresh=fresh)
+    fused = fuse_scores(found, vector_weight=context.history_vector_weight, fresh=fresh)
     # Every candidate's row (one query): its speaker for the bonus; a deleted one is gone.
     rows = _rows(session, user, [f.message_id for f in fused])
     speakers = {mid: row.speaker for mid, row in rows.items()}
-    ranked = with_speakers_named(fused, speakers, query, bonus=cfg.history_speaker_bonus)[:k]
+    ranked = with_speakers_named(fused, speakers, query, bonus=context.history_speaker_bonus)[:k]
     return _hits(ranked, rows)
 
 
@@ -729,7 +749,8 @@ def with_exchange(
 
 def search_user_history(
     *,
-    runtime: Runtime,
+    history: UserHistory,
+    context: ContextSettings,
     session: Session,
     user: User,
     query: str,
@@ -752,7 +773,13 @@ def search_user_history(
             )
         ).first()
     hits = search_history(
-        runtime=runtime, session=session, user=user, query=query, k=k, exclude_session_id=excluded
+        history=history,
+        context=context,
+        session=session,
+        user=user,
+        query=query,
+        k=k,
+        exclude_session_id=excluded,
     )
     hits = with_exchange(session, user, hits, around)
     return MessageHitsPublic(data=hits, count=len(hits))
@@ -777,7 +804,7 @@ def _ref_fields(row: Any) -> dict[str, Any]:
 
 def search_history_in_sql(
     *,
-    runtime: Runtime,
+    rrf_k: int,
     session: Session,
     user: User,
     query: str,
@@ -801,9 +828,7 @@ def search_history_in_sql(
         return []
     rows = _rows(session, user, candidates)
     live = [m for m in by_meaning if m in rows and rows[m].session_id != exclude_session_id]
-    fused = reciprocal_rank_fusion(
-        [m for m in keyword if m in rows], live[:depth], rrf_k=runtime.settings.context.rrf_k
-    )
+    fused = reciprocal_rank_fusion([m for m in keyword if m in rows], live[:depth], rrf_k=rrf_k)
     return _hits(fused[:k], rows)
 
 

@@ -12,12 +12,13 @@ from sqlalchemy import delete, text
 from sqlmodel import Session, col, func, select
 
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
+from shared.embeddings import Embedder
 from shared.errors import NotFound
 from shared.extraction.base import is_generic_speaker
 from shared.extraction.schemas import FactType
 from shared.inputs import RequestModel
 from shared.memory.messages import MessageRef
-from shared.runtime import Runtime
+from shared.vectors.scope import UserVectors
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
 # source_message_ids, but a client showing provenance wants a few.
@@ -199,7 +200,8 @@ class SearchIn(RequestModel):
 
 def search_memories(
     *,
-    runtime: Runtime,
+    embedder: Embedder,
+    facts: UserVectors,
     session: Session,
     user: User,
     query: str,
@@ -212,8 +214,7 @@ def search_memories(
     ("Where do I live?") is put in the words the facts use ("Where do Ana live?"), as the
     context builder does."""
     name = user_name(session, user) if _ASKS_ABOUT_ME.search(query) else None
-    vector = runtime.embedder.embed([in_third_person(query, name) if name else query])[0]
-    facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
+    vector = embedder.embed([in_third_person(query, name) if name else query])[0]
     # Over-fetch when filtering by type in Python: a payload filter costs ~10x in embedded mode.
     limit = k * 4 if types else k
     hits = facts.search(vector, limit=limit, score_threshold=min_score)
@@ -234,15 +235,6 @@ def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:
     return row
 
 
-def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: str) -> None:
-    row = get_memory(session=session, user=user, memory_id=memory_id)
-    facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)  # unavailable: no change
-    # Facts it superseded keep pointing at nothing: they stay retired (the user asked to forget).
-    session.delete(row)
-    session.commit()
-    facts.delete([memory_id])
-
-
 class UserDeleted(BaseModel):
     deleted: dict[str, int] = Field(description="SQL rows removed, per table")
     disk_reclaimed: str = Field(
@@ -250,22 +242,16 @@ class UserDeleted(BaseModel):
     )
 
 
-def delete_user(*, runtime: Runtime, session: Session, user: User) -> UserDeleted:
-    """Every SQL row of the user, then every vector of theirs (a rebuild would find nothing)."""
-    spaces = (
-        runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
-        runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id),
-    )  # opened first: if the store is unavailable, nothing is changed
+def delete_user_rows(session: Session, user: User) -> dict[str, int]:
+    """Every SQL row of the user, the user's own last (committed): rows removed, per table.
+    Their vectors are the caller's to drop (shared.flows.forget)."""
     counts: dict[str, int] = {}
-    # Under the user's lock: an extraction finishing meanwhile cannot re-add a fact.
-    with runtime.user_locks.hold(user.id):
-        for table in (Fact, ExtractionRun, Message, ChatSession):
-            result = session.execute(delete(table).where(col(table.user_id) == user.id))
-            counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        session.delete(user)
-        session.commit()
-        reclaimed = [space.drop() for space in spaces]
-    return UserDeleted(deleted=counts, disk_reclaimed=reclaimed[0])
+    for table in (Fact, ExtractionRun, Message, ChatSession):
+        result = session.execute(delete(table).where(col(table.user_id) == user.id))
+        counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    session.delete(user)
+    session.commit()
+    return counts
 
 
 class SessionExported(BaseModel):

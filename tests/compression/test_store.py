@@ -280,7 +280,7 @@ def test_two_workers_with_redis_locks_never_interleave(
 
 def test_deleting_the_user_takes_the_tiers_along(runtime: Runtime) -> None:
     from shared.db.models import User
-    from shared.memory.reader import delete_user
+    from shared.flows.forget import delete_user
 
     chat_id = add_turns(runtime, 40)
     runtime.summarizer = WellBehaved()

@@ -19,9 +19,10 @@ from sqlmodel import Session, col, select
 
 from shared.db.migrate import alembic_config, upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant, User
-from shared.embeddings import CachedEmbedder, Vectors
+from shared.embeddings import CachedEmbedder, Embedder, Vectors
 from shared.errors import Unavailable
-from shared.flows.extract_turn import run_extraction
+from shared.flows.extract_turn import index_user_messages, run_extraction
+from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
 from shared.flows.reindex import reindex_all
 from shared.ingest import TranscriptLine
@@ -29,7 +30,6 @@ from shared.memory import message_search
 from shared.memory.message_search import (
     Fused,
     fts5_match,
-    index_messages,
     index_text,
     is_indexable,
     keyword_search,
@@ -39,13 +39,24 @@ from shared.memory.message_search import (
     websearch_text,
     with_speakers_named,
 )
-from shared.memory.reader import delete_user
+from shared.memory.messages import MessageHit
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
 from tests.conftest import make_settings
 from tests.memory.history_corpus import OTHER_SESSIONS, OTHER_USER, SESSIONS, USER, transcript
 
 PET_MESSAGE = "My dog Rex chewed the sofa while we were out."
+
+
+def _search(*, runtime: Runtime, user: User, **options: Any) -> list[MessageHit]:
+    """search_history with the runtime's parts for the user, as the context builder passes them."""
+    return search_history(
+        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+        context=runtime.settings.context,
+        user=user,
+        **options,
+    )
+
 
 # -- the query ------------------------------------------------------------------------------
 
@@ -196,9 +207,9 @@ def test_query_vector_given_or_computed_gives_the_same_hits(
     runtime, ana, _ = world
     query = "what did I say about my pet"
     with Session(runtime.engine) as session:
-        computed = search_history(runtime=runtime, session=session, user=ana, query=query)
+        computed = _search(runtime=runtime, session=session, user=ana, query=query)
         vector = runtime.embedder.embed([query])[0]
-        given_ = search_history(
+        given_ = _search(
             runtime=runtime, session=session, user=ana, query=query, query_vector=vector
         )
     assert computed == given_
@@ -209,7 +220,7 @@ def test_excluding_a_session_by_internal_id(world: tuple[Runtime, User, User]) -
     runtime, ana, _ = world
     with Session(runtime.engine) as session:
         home = session.exec(select(Message.session_id).where(Message.content == PET_MESSAGE)).one()
-        hits = search_history(
+        hits = _search(
             runtime=runtime,
             session=session,
             user=ana,
@@ -230,7 +241,7 @@ def test_vector_store_out_of_reach_leaves_keyword_hits(
 
     monkeypatch.setattr(Runtime, "vectors", property(unreachable))
     with Session(runtime.engine) as session:
-        hits = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+        hits = _search(runtime=runtime, session=session, user=ana, query="Zanzibar")
     assert hits and all(h.vector_rank is None for h in hits)
     assert "Zanzibar" in hits[0].content
 
@@ -254,7 +265,7 @@ def test_indexing_is_idempotent_and_gives_small_talk_words_only(
     cache = runtime.embedder
     assert isinstance(cache, CachedEmbedder)
     cached = len(cache)
-    again = index_messages(
+    again = index_user_messages(
         runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id, message_ids=[m.id for m in rows]
     )
     assert again == len(rows)
@@ -262,7 +273,7 @@ def test_indexing_is_idempotent_and_gives_small_talk_words_only(
     assert len(cache) == cached  # message texts bypass the query cache
     assert {h.id for h in messages.retrieve([rows[0].id])} == {rows[0].id}
     with Session(runtime.engine) as session:
-        hits = search_history(runtime=runtime, session=session, user=ana, query="thanks", k=5)
+        hits = _search(runtime=runtime, session=session, user=ana, query="thanks", k=5)
     # Found by its words alone; the reply after it carries them too (a message's words are
     # indexed after the one before it), and its meaning ranks it first.
     thanks = next(h for h in hits if h.content == "ok thanks")
@@ -304,7 +315,7 @@ def test_a_message_is_found_by_its_words_before_the_worker_indexes_it(
         runtime, ana, [("user", "The plumber said the boiler in Zanzibar Street leaks.")]
     )
     with Session(runtime.engine) as session:
-        hits = search_history(runtime=runtime, session=session, user=ana, query="boiler")
+        hits = _search(runtime=runtime, session=session, user=ana, query="boiler")
         # Only SQL full-text has it: its rank there, no rank by meaning yet.
         assert (hits[0].content[:11], hits[0].keyword_rank, hits[0].vector_rank) == (
             "The plumber",
@@ -313,7 +324,7 @@ def test_a_message_is_found_by_its_words_before_the_worker_indexes_it(
         )
         assert all(h.keyword_rank is None for h in hits[1:])  # no other boiler
         # Fused with the engine's lists: the indexed Zanzibar messages rank beside it.
-        both = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+        both = _search(runtime=runtime, session=session, user=ana, query="Zanzibar")
         assert {h.content[:11] for h in both} >= {"The plumber", "I'm finally"}
         assert any(h.vector_rank is not None for h in both)
         # Left out with its session, as the engine's hits are.
@@ -324,12 +335,12 @@ def test_a_message_is_found_by_its_words_before_the_worker_indexes_it(
         ).one()
         assert "The plumber" not in [
             h.content[:11]
-            for h in search_history(runtime=runtime, session=session, user=ana,
+            for h in _search(runtime=runtime, session=session, user=ana,
                                     query="boiler", exclude_session_id=later)
         ]  # fmt: skip
     run_extraction(runtime, run_id)
     with Session(runtime.engine) as session:
-        [hit] = search_history(runtime=runtime, session=session, user=ana, query="boiler", k=1)
+        [hit] = _search(runtime=runtime, session=session, user=ana, query="boiler", k=1)
         row = session.exec(select(Message).where(Message.id == hit.message_id)).one()
     # Now the engine holds it, by words and by meaning.
     assert row.indexed_at is not None
@@ -355,7 +366,7 @@ def test_a_turn_indexes_the_messages_before_it_that_no_run_covers(
             select(Message).where(col(Message.content).in_(contents)).order_by(col(Message.seq))
         ).all()
         assert [m.indexed_at is not None for m in rows] == [True, True, True, True, False]
-        hits = search_history(runtime=runtime, session=session, user=ana, query="ZX-991 depot")
+        hits = _search(runtime=runtime, session=session, user=ana, query="ZX-991 depot")
     # The system message is found by the engine, the tool message not indexed yet by SQL
     # full-text (its rank there among all of Ana's messages; none by meaning).
     by_content = {h.content: h for h in hits}
@@ -375,14 +386,14 @@ def test_a_reply_is_found_by_the_words_said_after_it_once_they_are_said(
     run_extraction(runtime, run_id)
     query = "bakery saffron buns"
     with Session(runtime.engine) as session:
-        before = {h.content: h for h in search_history(runtime=runtime, session=session,
+        before = {h.content: h for h in _search(runtime=runtime, session=session,
                                                        user=ana, query=query, k=100)}  # fmt: skip
     assert before["Try Lindqvist's."].keyword_rank is None  # none of its words, yet
     then = [("user", "Oh the bakery with the saffron buns, perfect!"), ("assistant", "Enjoy!")]
     [second] = store_lines(runtime, ana, then, session_id="breakfast", second=2)
     run_extraction(runtime, second)
     with Session(runtime.engine) as session:
-        hits = search_history(runtime=runtime, session=session, user=ana, query=query, k=100)
+        hits = _search(runtime=runtime, session=session, user=ana, query=query, k=100)
     by_content = {h.content: h for h in hits}
     reply = by_content["Try Lindqvist's."]
     said = by_content[then[0][1]]
@@ -407,7 +418,7 @@ def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reind
             rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
         message_search._REINDEX_TOLD.clear()
         with caplog.at_level("WARNING", logger="shared.memory.message_search"):
-            index_messages(runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id,
+            index_user_messages(runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id,
                            message_ids=[m.id for m in rows])  # fmt: skip
         assert "tiermem reindex" in caplog.text
         assert messages.has_sparse() is False
@@ -415,11 +426,9 @@ def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reind
         with Session(runtime.engine) as session:
             marked = select(Message).where(col(Message.indexed_at).is_not(None))
             assert session.exec(marked).all() == []
-            [first, *_] = search_history(
-                runtime=runtime, session=session, user=ana, query="Zanzibar"
-            )
+            [first, *_] = _search(runtime=runtime, session=session, user=ana, query="Zanzibar")
             assert first.keyword_rank == 1 and "Zanzibar" in first.content
-            pet = search_history(
+            pet = _search(
                 runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
             )
             assert any(h.content == PET_MESSAGE and h.vector_rank for h in pet)
@@ -562,7 +571,7 @@ def test_reindex_rebuilds_message_vectors_and_keyword_index(
     with Session(runtime.engine) as session:
         assert all(
             h.vector_rank is None
-            for h in search_history(runtime=runtime, session=session, user=ana, query="my pet")
+            for h in _search(runtime=runtime, session=session, user=ana, query="my pet")
         )
         if session.get_bind().dialect.name == "sqlite":  # as if VACUUM renumbered rowids
             session.execute(text("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')"))
@@ -571,11 +580,11 @@ def test_reindex_rebuilds_message_vectors_and_keyword_index(
         users, _ = reindex_all(runtime=runtime, session=session)
     assert users == 2 and messages.count() == before
     with Session(runtime.engine) as session:
-        hits = search_history(
+        hits = _search(
             runtime=runtime, session=session, user=ana, query="what did I say about my pet", k=3
         )
         assert PET_MESSAGE in [h.content for h in hits]
-        [first, *_] = search_history(runtime=runtime, session=session, user=ana, query="Zanzibar")
+        [first, *_] = _search(runtime=runtime, session=session, user=ana, query="Zanzibar")
         assert first.keyword_rank == 1 and "Zanzibar" in first.content
 
 
@@ -593,8 +602,8 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
 
     embed = message_search._embed_uncached
 
-    def delete_meanwhile(rt: Runtime, texts: Sequence[str]) -> Vectors:
-        vectors = embed(rt, texts)  # the rows were read before: the user existed then
+    def delete_meanwhile(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+        vectors = embed(embedder, texts)  # the rows were read before: the user existed then
         delete()
         return vectors
 
@@ -605,7 +614,7 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
             delete()
         else:
             monkeypatch.setattr(message_search, "_embed_uncached", delete_meanwhile)
-        written = index_messages(
+        written = index_user_messages(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )
         assert written == 0

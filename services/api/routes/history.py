@@ -42,7 +42,8 @@ def search(
     """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
     with its session, time, message id and external id, and its rank in each list."""
     return search_user_history(
-        runtime=runtime,
+        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+        context=runtime.settings.context,
         session=session,
         user=user,
         query=q,

@@ -17,6 +17,7 @@ from services.api.deps import (
 )
 from shared.db.models import ExtractionRun, User, new_id, utcnow
 from shared.errors import InvalidInput, NotFound
+from shared.flows.forget import delete_memory, delete_user
 from shared.flows.import_transcripts import import_lines
 from shared.ingest import TranscriptLine, find_user, validate_content
 from shared.inputs import ID_MAX_LENGTH, storable
@@ -33,7 +34,7 @@ from shared.mem0_compat.memories import (
     update_memory,
 )
 from shared.mem0_compat.writing import Mem0Record, write_records
-from shared.memory.reader import delete_memory, delete_user, get_memory, list_memories
+from shared.memory.reader import get_memory, list_memories
 from shared.memory.reader import search_memories as tiermem_search
 from shared.outbox import send_committed
 from shared.vectors import point_id
@@ -216,7 +217,8 @@ def search(
     if user is None:
         return SearchOut(results=[])
     found = tiermem_search(
-        runtime=runtime,
+        embedder=runtime.embedder,
+        facts=runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
         session=session,
         user=user,
         query=body.query,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from shared.extraction.schemas import FactType
+from shared.flows.forget import delete_memory, delete_user
 from shared.inputs import MAX_OFFSET
 from shared.memory.reader import (
     MemoriesPublic,
@@ -15,8 +16,6 @@ from shared.memory.reader import (
     SearchIn,
     UserDeleted,
     UserExport,
-    delete_memory,
-    delete_user,
     export_user,
     get_memory,
     list_memories,
@@ -55,7 +54,8 @@ def search(
     body: SearchIn, user: UserDep, session: SessionDep, runtime: RuntimeDep
 ) -> MemoriesPublic:
     return search_memories(
-        runtime=runtime,
+        embedder=runtime.embedder,
+        facts=runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
         session=session,
         user=user,
         query=body.query,
