@@ -1,4 +1,4 @@
-"""Imports point down: shared/'s rooms in layers, and the upward imports still waiting to move.
+"""Imports point down: shared/'s rooms in layers, and no import reaches a room above its own.
 
 The graph is read from the source with `ast` (no import runs), so a lazy import inside a
 function counts like one at the top of a module. docs/architecture.md draws the same layers.
@@ -39,10 +39,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # shared/ is the domain: services/ and workers/ are thin shells around it.
 FORBIDDEN = ("services", "workers", "tiermem", "fastapi", "starlette", "celery", "kombu")
-
-# Today's upward (or sideways) imports, importer -> imported module, each with what it is
-# waiting for. The list only shrinks: a test fails when an entry's import has gone.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -110,14 +106,17 @@ def _upward(edges: list[Edge]) -> dict[tuple[str, str], Edge]:
     return found
 
 
-def _describe(upward: dict[tuple[str, str], Edge], new: set[tuple[str, str]]) -> str:
+def _describe(upward: dict[tuple[str, str], Edge]) -> str:
     lines = [
-        f"  {'NEW ' if key in new else '    '}{e.importer} -> {e.imported}  "
+        f"  {e.importer} -> {e.imported}  "
         f"({_room(e.importer)} L{_LEVEL[_room(e.importer)]} -> "
         f"{_room(e.imported)} L{_LEVEL[_room(e.imported)]}, line {e.line})"
-        for key, e in sorted(upward.items())
+        for _, e in sorted(upward.items())
     ]
-    return "upward imports in shared/ (NEW = not allowlisted):\n" + "\n".join(lines)
+    return (
+        "imports in shared/ that point up or sideways (move the code, or pass what it needs "
+        "down as an argument):\n" + "\n".join(lines)
+    )
 
 
 def test_every_room_has_a_layer() -> None:
@@ -138,16 +137,7 @@ def test_shared_imports_no_app_and_no_framework() -> None:
 
 def test_imports_point_down() -> None:
     upward = _upward(_graph())
-    new = set(upward) - set(ALLOWED_UPWARD)
-    assert not new, _describe(upward, new)
-
-
-def test_allowlist_only_shrinks() -> None:
-    """An allowlisted import that has gone (or now points down) leaves the list for good."""
-    gone = sorted(set(ALLOWED_UPWARD) - set(_upward(_graph())))
-    assert not gone, "remove from ALLOWED_UPWARD (tests/test_layers.py), fixed: " + ", ".join(
-        f"{a} -> {b}" for a, b in gone
-    )
+    assert not upward, _describe(upward)
 
 
 def test_the_graph_sees_imports() -> None:
