@@ -121,9 +121,17 @@ def _patch_async_deps(auth_cache: bool) -> None:
 
 
 def _patch_no_sent_event() -> None:
-    from workers.celery_app import app
+    from workers import celery_app, task_queue
 
-    app.conf.task_send_sent_event = False
+    original = celery_app.make_celery
+
+    def make_celery(settings: Any) -> Any:
+        app = original(settings)
+        app.conf.task_send_sent_event = False
+        return app
+
+    for module in (celery_app, task_queue):  # every app built from here on
+        setattr(module, "make_celery", make_celery)  # noqa: B010
 
 
 def _patch_sqlite_pool() -> None:

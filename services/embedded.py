@@ -14,14 +14,14 @@ import socket
 import threading
 from typing import Any
 
-from celery import signals
+from celery import Celery, signals
 from celery.worker import WorkController
 
 from shared.db.engine import session_scope
 from shared.outbox import claim_lost_runs
 from shared.runtime import Runtime
 from workers import queues
-from workers.celery_app import app as celery_app
+from workers.celery_app import make_celery
 from workers.ops import AFTER_READY, OWN_QUEUES
 from workers.runtime import set_runtime
 from workers.tasks.extract import enqueue_extraction
@@ -36,13 +36,22 @@ class _ThreadWorker(WorkController):  # type: ignore[misc]  # celery is untyped
         signals.worker_ready.send(sender=consumer)
 
 
-def thread_worker(queue_names: list[str], concurrency: int, name: str) -> WorkController:
+def _make_current(celery: Celery) -> None:
+    # `celery worker` does this for its process; without it a task's retry is published
+    # through Celery's default app (amqp://localhost) and silently lost.
+    celery.set_current()
+    celery.set_default()
+
+
+def thread_worker(
+    celery: Celery, queue_names: list[str], concurrency: int, name: str
+) -> WorkController:
     """A Celery worker (thread pool) to start in a thread of this process, taking only
     `queue_names` even beside another worker of the same app (workers.ops.OWN_QUEUES)."""
     hostname = f"{name}@{socket.gethostname()}-{os.getpid()}"
     OWN_QUEUES[hostname] = set(queue_names)
     return _ThreadWorker(
-        app=celery_app,
+        app=celery,
         pool="threads",
         concurrency=concurrency,
         queues=list(queues.QUEUES),  # Celery's queue selection is app-wide: select them all
@@ -58,19 +67,20 @@ class EmbeddedWorker:
     def __init__(self, runtime: Runtime, *, concurrency: int) -> None:
         set_runtime(runtime)
         self.runtime = runtime
-        # `celery worker` does this for its process; without it a task's retry is published
-        # through Celery's default app (amqp://localhost) and silently lost.
-        celery_app.set_current()
-        celery_app.set_default()
+        # The app the API of this process sends through too (create_app(celery=...)).
+        self.celery = make_celery(runtime.settings)
+        _make_current(self.celery)
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by `tiermem import` (SIGUSR1): sweep now
         # The sweeps run in a thread here (_sweep_loop); maintenance is taken all the same,
         # so a sweep task sent through the broker is never stranded.
         live = [queues.EXTRACT, queues.COMPRESS, queues.MAINTENANCE]
-        self._worker = thread_worker(live, concurrency, "embedded")
+        self._worker = thread_worker(self.celery, live, concurrency, "embedded")
         # Replay has threads of its own: a backlog of old turns never takes live ones'.
         replay_threads = runtime.settings.replay.concurrency
-        self._replay = thread_worker([queues.REPLAY], replay_threads, "embedded-replay")
+        self._replay = thread_worker(
+            self.celery, [queues.REPLAY], replay_threads, "embedded-replay"
+        )
         AFTER_READY[self._worker.hostname] = [self._replay.start]
         self._threads = [
             threading.Thread(target=self._worker.start, name="celery-worker", daemon=True),
@@ -97,7 +107,7 @@ class EmbeddedWorker:
             settings = settings.model_copy(update={"worker": worker})
         with session_scope(self.runtime.engine) as session:
             run_ids = claim_lost_runs(session=session, settings=settings, limit=100_000)
-        enqueue_extraction(run_ids)
+        enqueue_extraction(self.celery, run_ids)
         return len(run_ids)
 
     def wake(self) -> None:
@@ -123,7 +133,9 @@ class EmbeddedWorker:
         self._replay.stop(in_sighandler=False)
 
 
-def run_worker_pair(queue_names: list[str], concurrency: int, replay_concurrency: int) -> None:
+def run_worker_pair(
+    celery: Celery, queue_names: list[str], concurrency: int, replay_concurrency: int
+) -> None:
     """`tiermem worker --replay-concurrency N`: live queues and the replay queue in this one
     process (it owns the embedded Qdrant folder), until SIGTERM or SIGINT.
 
@@ -134,11 +146,10 @@ def run_worker_pair(queue_names: list[str], concurrency: int, replay_concurrency
     """
     from workers.tasks import replay as replay_tasks
 
-    celery_app.set_current()
-    celery_app.set_default()
+    _make_current(celery)
     replay_tasks.REPLAY_SLOTS = threading.BoundedSemaphore(replay_concurrency)
     threads = concurrency + replay_concurrency
-    worker = thread_worker([*queue_names, queues.REPLAY], threads, "worker")
+    worker = thread_worker(celery, [*queue_names, queues.REPLAY], threads, "worker")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -80,7 +80,8 @@ def client_fixture(runtime: Runtime, embedded_worker: Any) -> Iterator[TestClien
 
     set_runtime(runtime)
     embedded_worker.runtime = runtime
-    with TestClient(create_app(runtime.settings, runtime=runtime)) as client:
+    app = create_app(runtime.settings, runtime=runtime, celery=embedded_worker.celery)
+    with TestClient(app) as client:
         client.headers["Authorization"] = f"Bearer {APP_KEY}"
         yield client
 

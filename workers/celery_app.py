@@ -1,28 +1,29 @@
-"""The Celery application: Redis broker (in-process for `tiermem serve`), JSON only, late acks."""
+"""The Celery application, built from the settings by each process that needs one (the
+worker and beat commands, `tiermem serve`, the API's producer): Redis broker (in-process for
+`tiermem serve`), JSON only, late acks. The tasks are `shared_task`s, bound to no app of
+their own: each app built here takes them all."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import Celery, Task
 
-from shared.config import Settings, get_settings
+from shared.config import Settings
 from shared.errors import TransientError
 from workers import queues
+
+# The modules whose tasks and worker signals an app's workers load.
+TASK_MODULES = [
+    "workers.tasks.extract",
+    "workers.tasks.outbox",
+    "workers.tasks.compress",
+    "workers.tasks.replay",
+    "workers.ops",
+]
 
 
 def make_celery(settings: Settings) -> Celery:
     embedded = not settings.redis_url
-    app = Celery(
-        "tiermem",
-        include=[
-            "workers.tasks.extract",
-            "workers.tasks.outbox",
-            "workers.tasks.compress",
-            "workers.tasks.replay",
-            "workers.ops",
-        ],
-    )
+    app = Celery("tiermem", include=TASK_MODULES)
     app.conf.update(
         # Without Redis only the one-process `tiermem serve` works: its worker threads
         # share this process's in-memory broker.
@@ -37,6 +38,11 @@ def make_celery(settings: Settings) -> Celery:
         task_default_queue=queues.EXTRACT,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        task_annotations=(
+            {queues.REPLAY_TURN: {"rate_limit": settings.replay.rate_limit}}
+            if settings.replay.rate_limit
+            else None
+        ),
         worker_prefetch_multiplier=1,
         worker_send_task_events=settings.worker.task_events,  # for Flower's task pages
         # No task-sent event: one more Redis publish on every turn's request path, and
@@ -51,26 +57,33 @@ def make_celery(settings: Settings) -> Celery:
         beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
         beat_schedule={
             "sweep-outbox": {
-                "task": "tiermem.sweep_outbox",
+                "task": queues.SWEEP_OUTBOX,
                 "schedule": settings.worker.sweep_interval_s,
             }
         },
+        # Read by TransientRetry when a task binds to this app.
+        tiermem_max_retries=settings.worker.max_retries,
+        tiermem_retry_backoff_max=settings.worker.retry_backoff_max_s,
     )
     return app
 
 
-app = make_celery(get_settings())
+class TransientRetry(Task):  # type: ignore[misc]  # celery is untyped
+    """The base of every tiermem task that does work: transient errors (timeouts, 429/5xx,
+    lock waits, a busy database) retry with exponential backoff and jitter, within the
+    limits of the settings the task's app was built with; anything else is recorded, not
+    retried."""
 
-# Every tiermem task retries transient errors (timeouts, 429/5xx, lock waits, a busy
-# database) with exponential backoff and jitter; anything else is recorded, not retried.
-TRANSIENT_RETRY: dict[str, Any] = {
-    "bind": True,
-    "autoretry_for": (TransientError,),
-    "retry_backoff": True,
-    "retry_backoff_max": get_settings().worker.retry_backoff_max_s,
-    "retry_jitter": True,
-    "max_retries": get_settings().worker.max_retries,
-}
+    autoretry_for = (TransientError,)
+    retry_backoff = True
+    retry_jitter = True
+
+    @classmethod
+    def on_bound(cls, app: Celery) -> None:
+        # Celery calls this on each app's own copy of the task class, before it wraps
+        # the task in its retry loop (which reads retry_backoff_max then).
+        cls.max_retries = app.conf["tiermem_max_retries"]
+        cls.retry_backoff_max = app.conf["tiermem_retry_backoff_max"]
 
 
 def is_last_attempt(task: Task) -> bool:

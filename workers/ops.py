@@ -1,5 +1,5 @@
 """Celery signal glue for ops: the heartbeat record, paused queues honoured at startup, and
-the startup heap frozen (shared.heap)."""
+the startup heap frozen (shared.heap). Pausing and resuming a queue: workers.task_queue."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from celery.worker import state
 
 from shared import heap
-from shared.config import Settings
 from shared.db.models import utcnow
-from shared.ops.control import check_queue, paused_queues, set_paused
+from shared.ops.control import paused_queues
 from shared.ops.workers import ActiveTask, Heartbeat, HeartbeatStore, WorkerInfo
-from workers.celery_app import app
 from workers.runtime import get_runtime
 
 log = logging.getLogger(__name__)
@@ -87,7 +85,7 @@ def _on_ready(sender: Any, **_: Any) -> None:
         log.exception("could not read the paused queues")
     started = utcnow()
     beat = Heartbeat(
-        heartbeat_store(settings),
+        HeartbeatStore.from_settings(settings),
         lambda: describe(sender, started, configured),
         interval_s=settings.worker.heartbeat_s,
     )
@@ -108,21 +106,3 @@ def _on_child_start(**_: Any) -> None:
 def _on_shutdown(**_: Any) -> None:
     while _heartbeats:
         _heartbeats.pop().stop()
-
-
-def heartbeat_store(settings: Settings) -> HeartbeatStore:
-    return HeartbeatStore.from_settings(settings)
-
-
-def pause_queue(settings: Settings, queue: str) -> None:
-    """Workers stop taking messages from the queue; they stay in the broker, nothing is lost."""
-    set_paused(settings.redis_url, check_queue(queue), True)
-    app.control.cancel_consumer(queue)
-
-
-def resume_queue(settings: Settings, queue: str) -> None:
-    """Only workers that consumed the queue when they started take it up again."""
-    set_paused(settings.redis_url, check_queue(queue), False)
-    owners = [w.hostname for w in heartbeat_store(settings).read() if queue in w.configured_queues]
-    if owners:
-        app.control.add_consumer(queue, destination=owners)

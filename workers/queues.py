@@ -1,14 +1,32 @@
-"""Queue names and routes: live extraction, compression, replay and maintenance never share
-a queue. The names are shared.ops.queues' (ops lists the same queues)."""
+"""Queue names, task names and routes: live extraction, compression, replay and maintenance
+never share a queue. The queue names are shared.ops.queues' (ops lists the same queues)."""
 
 from shared.ops.queues import COMPRESS, EXTRACT, MAINTENANCE, QUEUES, REPLAY
 
-__all__ = ["COMPRESS", "EXTRACT", "MAINTENANCE", "QUEUES", "REPLAY", "TASK_ROUTES"]
+__all__ = [
+    "COMPRESS",
+    "COMPRESS_SESSION",
+    "EXTRACT",
+    "EXTRACT_TURN",
+    "MAINTENANCE",
+    "QUEUES",
+    "REPLAY",
+    "REPLAY_DISPATCH",
+    "REPLAY_TURN",
+    "SWEEP_OUTBOX",
+    "TASK_ROUTES",
+]
+
+EXTRACT_TURN = "tiermem.extract_turn"
+SWEEP_OUTBOX = "tiermem.sweep_outbox"
+COMPRESS_SESSION = "tiermem.compress_session"
+REPLAY_DISPATCH = "tiermem.replay_dispatch"
+REPLAY_TURN = "tiermem.replay_turn"
 
 TASK_ROUTES = {
-    "tiermem.extract_turn": {"queue": EXTRACT},
+    EXTRACT_TURN: {"queue": EXTRACT},
     # Its own queue: a sweep must not wait behind the extract backlog it is there to help.
-    "tiermem.sweep_outbox": {"queue": MAINTENANCE},
-    "tiermem.compress_session": {"queue": COMPRESS},
+    SWEEP_OUTBOX: {"queue": MAINTENANCE},
+    COMPRESS_SESSION: {"queue": COMPRESS},
     "tiermem.replay_*": {"queue": REPLAY},
 }

@@ -1,4 +1,5 @@
-"""Request dependencies: the runtime, one DB session per request, the caller, the loaded user."""
+"""Request dependencies: the runtime, the task queue, one DB session per request, the caller,
+the loaded user."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.ingest import find_user
 from shared.inputs import ID_RULE, Identifier
 from shared.runtime import Runtime
 from shared.tenancy import Principal, authenticate, hash_key, missing_key
+from workers.task_queue import TaskQueue
 
 # Dependencies that do no I/O are `async def`: FastAPI runs sync ones in the threadpool,
 # one hop each, which was a large share of a turn's CPU (bench/results/ingest.md).
@@ -25,6 +27,15 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def get_tasks(request: Request) -> TaskQueue:
+    """What the API sends to the workers (extraction, compression, replay, queue control)."""
+    tasks: TaskQueue = request.app.state.tasks
+    return tasks
+
+
+TasksDep = Annotated[TaskQueue, Depends(get_tasks)]
 
 
 # GET and HEAD are safe methods: their routes only read, so their session never queues

@@ -1,4 +1,5 @@
-"""The FastAPI application: create_app() wires settings, the runtime and the routes."""
+"""The FastAPI application: create_app() wires settings, the runtime, the task queue and the
+routes."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from celery import Celery
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
@@ -32,6 +34,7 @@ from shared.db.migrate import upgrade_to_head
 from shared.flows.store_turn import TurnWriter
 from shared.runtime import Runtime
 from shared.tenancy import ensure_dev_tenant
+from workers.task_queue import TaskQueue
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,12 @@ def create_app(
     settings: Settings | None = None,
     *,
     runtime: Runtime | None = None,
+    celery: Celery | None = None,
     enqueue: Callable[[list[str]], None] | None = None,
 ) -> FastAPI:
+    """`celery`: the Celery app to send tasks through (`tiermem serve` passes its workers');
+    one is built from the settings by default. `enqueue`: extraction runs sent some other
+    way (tests run them inline)."""
     settings = settings or (runtime.settings if runtime else get_settings())
 
     @asynccontextmanager
@@ -52,15 +59,12 @@ def create_app(
         with Session(rt.engine) as session:
             ensure_dev_tenant(session=session, settings=settings)
         app.state.runtime = rt
-        from workers.tasks.compress import enqueue_compression
-        from workers.tasks.extract import enqueue_extraction
-
-        app.state.enqueue = enqueue or enqueue_extraction
-        app.state.enqueue_compression = enqueue_compression
+        # Every route reaches the workers through this one object (deps.TasksDep).
+        app.state.tasks = tasks = TaskQueue(settings, celery, extract=enqueue)
         app.state.turn_writer = TurnWriter(
             rt.engine,
             settings,
-            after_commit=app.state.enqueue,
+            after_commit=tasks.extract,
             max_batch=settings.database.turn_batch_max,
             timeout_s=settings.database.turn_timeout_s,
         )

@@ -79,7 +79,7 @@ def serve(
     console.print(f"tiermem serve: extraction by {label}; data in {settings.data_dir}")
     if settings.dev_app_key:
         console.print(f"development app key: [bold]{settings.dev_app_key}[/bold]")
-    app = create_app(settings, runtime=runtime)
+    app = create_app(settings, runtime=runtime, celery=worker.celery)
     try:
         uvicorn.run(
             app,
@@ -166,8 +166,9 @@ def worker(
         if pool == "prefork"
         else (lambda: get_runtime().vectors),
     )
-    from workers.celery_app import app
+    from workers.celery_app import make_celery
 
+    app = make_celery(settings)
     if settings.database.auto_migrate:
         upgrade_to_head(settings)
     argv = [
@@ -194,7 +195,7 @@ def worker(
         from services.embedded import run_worker_pair
 
         live_threads = concurrency or settings.worker.concurrency
-        run_worker_pair(queues.split(","), live_threads, replay_concurrency)
+        run_worker_pair(app, queues.split(","), live_threads, replay_concurrency)
         return
     app.worker_main(argv)
 
@@ -202,10 +203,11 @@ def worker(
 @cli.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Celery beat: schedules the outbox sweeper."""
-    load_settings().data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
-    from workers.celery_app import app
+    settings = load_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
+    from workers.celery_app import make_celery
 
-    app.start(["beat", "--loglevel", loglevel])
+    make_celery(settings).start(["beat", "--loglevel", loglevel])
 
 
 @cli.command()
@@ -475,9 +477,10 @@ def sweep() -> None:
     if not settings.redis_url:
         console.print("[red]needs TIERMEM_REDIS_URL[/red]: `tiermem serve` sweeps by itself.")
         raise typer.Exit(2)
+    from workers.celery_app import make_celery
     from workers.tasks.outbox import sweep_outbox
 
-    console.print(f"re-enqueued {sweep_outbox()} runs")
+    console.print(f"re-enqueued {sweep_outbox(make_celery(settings))} runs")
 
 
 @tenants_cli.command("create")
@@ -560,9 +563,9 @@ def _import_tenant(session: Session, settings: Settings, tenant: str | None) -> 
 def _enqueuer(settings: Settings) -> Callable[[list[str]], None]:
     if not settings.redis_url:
         return lambda run_ids: None  # `tiermem serve` resends every pending run at start
-    from workers.tasks.extract import enqueue_extraction
+    from workers.task_queue import TaskQueue
 
-    return enqueue_extraction
+    return TaskQueue(settings).extract
 
 
 def _chunks(lines: list[TranscriptLine], size: int) -> Iterator[list[TranscriptLine]]:

@@ -102,7 +102,7 @@ def start(
     follow: Annotated[bool, typer.Option(help="show a progress bar until it ends")] = True,
 ) -> None:
     """Select stored turns and re-extract them on the replay queue."""
-    from workers.tasks.replay import start_replay
+    from workers.task_queue import TaskQueue
 
     with _runtime() as runtime:
         with Session(runtime.engine) as session:
@@ -118,7 +118,7 @@ def start(
                 "stale_only": stale_only,
             })  # fmt: skip
             job = create_job(session=session, runtime=runtime, body=body)
-        start_replay(job.id)
+        TaskQueue(runtime.settings).replay(job.id)
         console.print(f"replay {job.id}: {job.total} turns, mode {job.mode}")
         if follow:
             _follow(runtime, job.id)
@@ -148,11 +148,11 @@ def cancel(job_id: str) -> None:
 @replay_cli.command()
 def resume(job_id: str, follow: Annotated[bool, typer.Option()] = True) -> None:
     """Send its unfinished turns again (after a cancel or a worker crash)."""
-    from workers.tasks.replay import start_replay
+    from workers.task_queue import TaskQueue
 
     with _runtime() as runtime:
         with Session(runtime.engine) as session:
             replay.resume(session=session, job_id=job_id)
-        start_replay(job_id)
+        TaskQueue(runtime.settings).replay(job_id)
         if follow:
             _follow(runtime, job_id)

@@ -7,27 +7,25 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from celery import Task
+from celery import Celery, Task, shared_task
 from sqlmodel import Session
 
 from shared import replay
-from shared.config import get_settings
 from shared.db.models import ExtractionRun
 from shared.flows.extract_turn import run_extraction
 from shared.flows.replay_extraction import finish_user
 from shared.ops.queues import read_broker
 from workers import queues
-from workers.celery_app import TRANSIENT_RETRY, app, is_last_attempt
+from workers.celery_app import TransientRetry, is_last_attempt
 from workers.runtime import get_runtime
 
-_settings = get_settings().replay
 # Set by `tiermem worker --replay-concurrency N`, whose one thread pool takes live and
 # replay queues: at most N replay turns run at once; one more goes back to the broker
 # for a second instead of holding a thread live turns need.
 REPLAY_SLOTS: threading.BoundedSemaphore | None = None
 
 
-@app.task(name="tiermem.replay_dispatch", **TRANSIENT_RETRY)
+@shared_task(name=queues.REPLAY_DISPATCH, base=TransientRetry, bind=True)
 def replay_dispatch_task(self: Task, job_id: str) -> int:
     """Top the replay queue up to `max_queued`, then come back while turns remain unsent."""
     runtime = get_runtime()
@@ -40,13 +38,14 @@ def replay_dispatch_task(self: Task, job_id: str) -> int:
     with Session(runtime.engine) as session:
         run_ids, remaining = replay.next_batch(session=session, job_id=job_id, limit=max(0, room))
     for run_id in run_ids:
-        replay_turn_task.apply_async(args=[run_id])
+        self.app.tasks[queues.REPLAY_TURN].apply_async(args=[run_id])
     if remaining:
-        replay_dispatch_task.apply_async(args=[job_id], countdown=settings.dispatch_interval_s)
+        self.apply_async(args=[job_id], countdown=settings.dispatch_interval_s)
     return len(run_ids)
 
 
-@app.task(name="tiermem.replay_turn", rate_limit=_settings.rate_limit or None, **TRANSIENT_RETRY)
+# Its rate limit (TIERMEM_REPLAY__RATE_LIMIT) is the app's: make_celery annotates it.
+@shared_task(name=queues.REPLAY_TURN, base=TransientRetry, bind=True)
 def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     runtime = get_runtime()
     with Session(runtime.engine) as session:
@@ -59,7 +58,7 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     slots = REPLAY_SLOTS
     if slots is not None and not slots.acquire(blocking=False):
         # A fresh message, not a retry: it must not count against the retry budget.
-        replay_turn_task.apply_async(args=[run_id], countdown=1)
+        self.apply_async(args=[run_id], countdown=1)
         return {"run_id": run_id, "status": "deferred"}
     try:
         outcome = run_extraction(
@@ -74,6 +73,6 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     return outcome.as_dict()
 
 
-def start_replay(job_id: str) -> None:
+def start_replay(app: Celery, job_id: str) -> None:
     """Call after the job's runs committed (POST /v1/replay, its resume, the CLI)."""
-    replay_dispatch_task.apply_async(args=[job_id])
+    app.tasks[queues.REPLAY_DISPATCH].apply_async(args=[job_id])

@@ -7,12 +7,11 @@ from collections.abc import Generator
 from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import JSONResponse
 
-from services.api.deps import RuntimeDep, TenantDep
+from services.api.deps import RuntimeDep, TasksDep, TenantDep
 from services.api.errors import UPSTREAM_RESPONSES, error_body
-from services.api.routes.turns import enqueue
 from services.api.sse import event, sse_response
 from shared.chat.models import ChatIn, ChatPublic
 from shared.chat.openai_api import (
@@ -24,6 +23,7 @@ from shared.chat.openai_api import (
 )
 from shared.flows.chat_turn import ChatTurnStream, run_chat_turn, start_chat_stream
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
+from shared.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)
 SSE_DOC: dict[int | str, dict[str, Any]] = {
@@ -33,10 +33,10 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 
 @router.post("/chat", response_model=ChatPublic, responses=SSE_DOC)
 def post_chat(
-    body: ChatIn, request: Request, runtime: RuntimeDep, tenant_id: TenantDep
+    body: ChatIn, tasks: TasksDep, runtime: RuntimeDep, tenant_id: TenantDep
 ) -> ChatPublic | Response:
     """One turn: context, chat model, reply; the turn is stored and queued for extraction."""
-    turn, send = body.to_turn(), partial(enqueue, request)
+    turn, send = body.to_turn(), partial(send_committed, tasks.extract)
     if not body.stream:
         return run_chat_turn(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
     stream = start_chat_stream(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
@@ -46,7 +46,7 @@ def post_chat(
 @router.post("/chat/completions", responses=SSE_DOC)
 def chat_completions(
     body: CompletionRequest,
-    request: Request,
+    tasks: TasksDep,
     runtime: RuntimeDep,
     tenant_id: TenantDep,
     # Not in the schema: JSON Schema cannot say "the body's user, or this header"; the
@@ -63,7 +63,7 @@ def chat_completions(
     turn = completion_turn(
         body, user=x_tiermem_user, session=x_tiermem_session, budget=x_tiermem_budget_tokens
     )
-    cid, send = new_completion_id(), partial(enqueue, request)
+    cid, send = new_completion_id(), partial(send_committed, tasks.extract)
     if not body.stream:
         result = run_chat_turn(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
         headers = _ids(result.session_id, result.message_ids[0], result.job_id)

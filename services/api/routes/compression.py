@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Query
 
-from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
+from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, TenantDep
 from shared.compression import sessions
 from shared.compression.models import (
     CompactIn,
@@ -36,10 +36,10 @@ def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: Session
 ChatDep = Annotated[ChatSession, Depends(valid_chat)]
 
 
-def enqueue_compression(request: Request, chat_id: str, run_id: str | None = None) -> bool:
-    """After the commit; the task is wired in `create_app`, like extraction's."""
+def enqueue_compression(tasks: TasksDep, chat_id: str, run_id: str | None = None) -> bool:
+    """After the commit."""
     try:
-        request.app.state.enqueue_compression(chat_id, run_id)
+        tasks.compress(chat_id, run_id)
     except Exception:
         # An automatic check lost here only waits for the session's next reply.
         log.warning("could not enqueue compression of session %s", chat_id, exc_info=True)
@@ -55,7 +55,7 @@ def get_tiers(chat: ChatDep, runtime: RuntimeDep, session: SessionDep) -> TiersP
 @router.post("/{session_id}/compact", status_code=202, response_model=CompressionRunPublic)
 def post_compact(
     chat: ChatDep,
-    request: Request,
+    tasks: TasksDep,
     session: SessionDep,
     body: Annotated[CompactIn | None, Body()] = None,
 ) -> CompressionRunPublic:
@@ -64,7 +64,7 @@ def post_compact(
         session=session, chat=chat, focus=body.focus if body else None
     )
     session.commit()
-    if not enqueue_compression(request, chat.id, run.id):
+    if not enqueue_compression(tasks, chat.id, run.id):
         sessions.mark_unqueued(session=session, run=run)
         session.commit()
         raise Unavailable("the compression queue is unreachable; retry the request")
@@ -97,7 +97,7 @@ def get_settings_(
 def put_settings(
     chat: ChatDep,
     body: CompressionSettingsIn,
-    request: Request,
+    tasks: TasksDep,
     runtime: RuntimeDep,
     session: SessionDep,
 ) -> CompressionSettingsPublic:
@@ -106,14 +106,14 @@ def put_settings(
         session=session, chat=chat, body=body, settings=runtime.settings
     )
     session.commit()
-    enqueue_compression(request, chat.id)
+    enqueue_compression(tasks, chat.id)
     return public
 
 
 @router.post("/{session_id}/continue", status_code=201, response_model=ContinuePublic)
 def post_continue(
     chat: ChatDep,
-    request: Request,
+    tasks: TasksDep,
     runtime: RuntimeDep,
     session: SessionDep,
     body: Annotated[ContinueIn | None, Body()] = None,
@@ -123,5 +123,5 @@ def post_continue(
         session=session, parent=chat, body=body or ContinueIn(), settings=runtime.settings
     )
     session.commit()
-    enqueue_compression(request, child.id)
+    enqueue_compression(tasks, child.id)
     return public

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from services.api.deps import (
     RuntimeDep,
     SessionDep,
+    TasksDep,
     key_from_headers,
     principal_of,
 )
@@ -154,7 +155,11 @@ def ping(tenant_id: TenantDep) -> Ping:
 
 @router.post("/v3/memories/add/", response_model=AddOut)
 def add(
-    body: AddIn, request: Request, runtime: RuntimeDep, session: SessionDep, tenant_id: TenantDep
+    body: AddIn,
+    tasks: TasksDep,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    tenant_id: TenantDep,
 ) -> AddOut:
     """infer=true (mem0's default): the messages are stored as turns and extracted by the
     worker, as `POST /v1/import`; mem0's async answer (PENDING with an event id). infer=false:
@@ -201,7 +206,7 @@ def add(
     summary = import_lines(
         session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
     )
-    send_committed(request.app.state.enqueue, summary.run_ids)
+    send_committed(tasks.extract, summary.run_ids)
     return AddOut(
         message="Memory processing has been queued for background execution",
         status="PENDING",

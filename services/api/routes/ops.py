@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
-from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep
-from services.api.routes.turns import enqueue
+from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep, TasksDep
 from shared.errors import Unavailable
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.control import QueueState, RetryIn, RetryOut
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
-from shared.ops.workers import WorkerInfo
+from shared.ops.workers import HeartbeatStore, WorkerInfo
+from shared.outbox import send_committed
 from shared.vectors import VectorStore
-from workers.ops import heartbeat_store, pause_queue, resume_queue
 
 router = APIRouter(tags=["ops"])
 
@@ -39,7 +38,7 @@ def get_queues(
 
 @router.get("/v1/ops/workers", response_model=list[WorkerInfo])
 def get_workers(runtime: RuntimeDep, _: OperatorDep) -> list[WorkerInfo]:
-    return heartbeat_store(runtime.settings).read()
+    return HeartbeatStore.from_settings(runtime.settings).read()
 
 
 @router.get("/v1/ops/timeseries", response_model=timeseries.Series)
@@ -61,24 +60,24 @@ def get_vectors(runtime: RuntimeDep, _: OperatorDep) -> VectorStats:
 
 @router.post("/v1/ops/runs/retry", response_model=RetryOut)
 def post_retry(
-    body: RetryIn, request: Request, session: SessionDep, principal: AdminDep
+    body: RetryIn, tasks: TasksDep, session: SessionDep, principal: AdminDep
 ) -> RetryOut:
     retried, skipped = control.retry_failed_runs(
         session=session, run_ids=body.run_ids, tenant_id=principal.reach_tenant(body.tenant_id)
     )
-    enqueue(request, retried)
+    send_committed(tasks.extract, retried)
     return RetryOut(retried=retried, skipped=skipped)
 
 
 @router.post("/v1/ops/queues/{queue}/pause", response_model=QueueState)
-def post_pause(queue: str, runtime: RuntimeDep, _: OperatorDep) -> QueueState:
-    pause_queue(runtime.settings, queue)
+def post_pause(queue: str, tasks: TasksDep, _: OperatorDep) -> QueueState:
+    tasks.pause(queue)
     return QueueState(queue=queue, paused=True)
 
 
 @router.post("/v1/ops/queues/{queue}/resume", response_model=QueueState)
-def post_resume(queue: str, runtime: RuntimeDep, _: OperatorDep) -> QueueState:
-    resume_queue(runtime.settings, queue)
+def post_resume(queue: str, tasks: TasksDep, _: OperatorDep) -> QueueState:
+    tasks.resume(queue)
     return QueueState(queue=queue, paused=False)
 
 

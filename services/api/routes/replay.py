@@ -8,21 +8,24 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.api.deps import AdminDep, RuntimeDep, SessionDep
+from services.api.deps import AdminDep, RuntimeDep, SessionDep, TasksDep
 from shared import replay
 from shared.flows.replay_extraction import create_job
-from workers.tasks.replay import start_replay
 
 router = APIRouter(prefix="/v1/replay", tags=["replay"])
 
 
 @router.post("", status_code=202, response_model=replay.ReplayProgress)
 def post_replay(
-    body: replay.ReplayIn, runtime: RuntimeDep, session: SessionDep, principal: AdminDep
+    body: replay.ReplayIn,
+    runtime: RuntimeDep,
+    tasks: TasksDep,
+    session: SessionDep,
+    principal: AdminDep,
 ) -> replay.ReplayProgress:
     scoped = body.model_copy(update={"tenant_id": principal.reach_tenant(body.tenant_id)})
     job = create_job(session=session, runtime=runtime, body=scoped)
-    start_replay(job.id)
+    tasks.replay(job.id)
     return replay.progress(session=session, job_id=job.id)
 
 
@@ -43,7 +46,9 @@ def cancel_replay(job_id: str, session: SessionDep, principal: AdminDep) -> repl
 
 
 @router.post("/{job_id}/resume", response_model=replay.ReplayProgress)
-def resume_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+def resume_replay(
+    job_id: str, tasks: TasksDep, session: SessionDep, principal: AdminDep
+) -> replay.ReplayProgress:
     replay.resume(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
-    start_replay(job_id)
+    tasks.replay(job_id)
     return replay.progress(session=session, job_id=job_id)

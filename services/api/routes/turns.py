@@ -6,17 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
 
-from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
+from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, TenantDep
 from shared.flows.import_transcripts import import_lines
 from shared.flows.store_turn import TurnWriter
 from shared.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
 from shared.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["turns"])
-
-
-def enqueue(request: Request, run_ids: list[str]) -> None:
-    send_committed(request.app.state.enqueue, run_ids)
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
@@ -35,7 +31,7 @@ async def post_turn(
 @router.post("/import", status_code=202, response_model=ImportAccepted)
 def post_import(
     body: ImportIn,
-    request: Request,
+    tasks: TasksDep,
     runtime: RuntimeDep,
     session: SessionDep,
     tenant_id: TenantDep,
@@ -47,7 +43,7 @@ def post_import(
         tenant_id=tenant_id,
         lines=body.messages,
     )
-    enqueue(request, summary.run_ids)
+    send_committed(tasks.extract, summary.run_ids)
     return ImportAccepted(
         stored=summary.stored, duplicates=summary.duplicates, job_ids=summary.run_ids
     )
