@@ -82,10 +82,10 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import Tenant
 from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
-from shared.ingest import TranscriptLine, find_user
 from shared.memory.reader import MemoryPublic, list_memories
+from shared.records.ingest import TranscriptLine, find_user
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 
 DATA = Path(__file__).parent / "data" / "beliefs.jsonl"
 PROG = "python -m bench.bench_beliefs"

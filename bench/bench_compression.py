@@ -44,10 +44,10 @@ from shared.config import LLMSettings, Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, CompressionRun, Tenant
 from shared.flows import compress_session as service
-from shared.ingest import NewMessage, ingest_messages
 from shared.llm.client import LLMReply
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 from shared.tokens import count_tokens
 
 RESULTS = RESULTS_DIR / "compression.md"

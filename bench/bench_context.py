@@ -855,7 +855,7 @@ def render(
         )
     lines += [
         "",
-        "Messages go through `shared.ingest` (SQL + the FTS5 index by trigger) and "
+        "Messages go through `shared.records.ingest` (SQL + the FTS5 index by trigger) and "
         "`shared.memory.message_search.index_messages` (the user's points of the tenant's message "
         "collection). `writer` = "
         "`shared.memory.writer.write_facts` in turns of 1–10 facts; `bulk` = the same rows "

@@ -69,7 +69,6 @@ from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
 from shared.flows.extract_turn import index_user_messages
-from shared.ingest import NewMessage, ingest_messages
 from shared.memory.message_search import (
     _HIT_ROWS,
     UserHistory,
@@ -83,8 +82,9 @@ from shared.memory.message_search import (
     vector_search,
 )
 from shared.ops.vectors import disk_bytes
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 from shared.vectors.scope import USER_FIELD
 

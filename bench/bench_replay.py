@@ -67,7 +67,7 @@ def load_history(data_dir: Path, stored: int, users: int) -> None:
     from shared.db.engine import make_engine
     from shared.db.migrate import upgrade_to_head
     from shared.db.models import ChatSession, ExtractionRun, Message, Tenant, User, new_id
-    from shared.tenancy import ensure_dev_tenant
+    from shared.records.tenancy import ensure_dev_tenant
     from shared.tokens import count_tokens
 
     settings = Settings(data_dir=data_dir)

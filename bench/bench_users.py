@@ -47,11 +47,11 @@ from bench.context_data import fact_stream
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message
-from shared.ingest import NewMessage, ingest_messages
 from shared.memory import writer
 from shared.ops.vectors import disk_bytes
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 
 FACTS, MESSAGES, DIM = 20, 20, 384

@@ -1,6 +1,6 @@
 """Loading the context benchmark's users into an embedded world (SQLite file, Qdrant folder).
 
-Everything goes through the product's own code: messages through `shared.ingest` (which
+Everything goes through the product's own code: messages through `shared.records.ingest` (which
 fills the FTS5 index by trigger) and `shared.memory.message_search.index_messages` (the message
 collection); facts either through `shared.memory.writer.write_facts` ("writer") or as the
 very rows and points it would produce, written in bulk ("bulk"), with its merge decisions
@@ -32,12 +32,12 @@ from shared.db.models import ExtractionRun, Fact, Message, User
 from shared.embeddings.base import Vectors
 from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
 from shared.flows.extract_turn import index_user_messages
-from shared.ingest import NewMessage, ingest_messages
 from shared.memory import writer
 from shared.memory.guard import scan
 from shared.memory.normalize import may_be_paraphrases
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.vectors import VectorPoint
 
 

@@ -37,8 +37,8 @@ from starlette.concurrency import run_in_threadpool
 
 from services.api import deps
 from shared.errors import Forbidden
+from shared.records.tenancy import Principal, authenticate
 from shared.runtime import Runtime
-from shared.tenancy import Principal, authenticate
 
 PATCHES_ENV = "BENCH_PATCHES"
 KNOWN = ("async_deps", "auth_cache", "no_sent_event", "sqlite_pool")

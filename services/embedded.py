@@ -18,7 +18,7 @@ from celery import Celery, signals
 from celery.worker import WorkController
 
 from shared.db.engine import session_scope
-from shared.outbox import claim_lost_runs
+from shared.records.outbox import claim_lost_runs
 from shared.runtime import Runtime
 from workers import queues
 from workers.celery_app import make_celery

@@ -33,7 +33,7 @@ _ID_BODY = re.compile(_ID)
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 
 # Message text must hold something besides spaces, tabs and line breaks (the same set in
-# JSON Schema, pydantic and shared.ingest.validate_content).
+# JSON Schema, pydantic and shared.records.ingest.validate_content).
 BLANK = " \t\n\r\f\v"
 NON_BLANK_PATTERN = r"[^ \t\n\r\f\v]"
 NonBlankText = Annotated[str, StringConstraints(min_length=1, pattern=NON_BLANK_PATTERN)]

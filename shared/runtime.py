@@ -21,7 +21,7 @@ from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
 from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
 from shared.memory.message_search import UserHistory
-from shared.tenancy import KeyCache
+from shared.records.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
 from shared.vectors.scope import (
     Kind,

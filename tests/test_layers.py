@@ -19,7 +19,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "errors", "heap", "inputs", "locks", "metrics", "tokens", "wordlists"),
     ("db",),
-    ("ingest", "outbox", "replay", "runs", "tenancy"),
+    ("records",),
     ("embeddings", "vectors"),
     ("llm",),
     ("extraction",),

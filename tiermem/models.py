@@ -16,7 +16,6 @@ from shared.compression.models import (
 )
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
-from shared.ingest import ImportAccepted, ImportIn, MessageIn, TranscriptLine, TurnAccepted, TurnIn
 from shared.memory.message_search import MessageHitsPublic
 from shared.memory.messages import MessageHit, MessageRef
 from shared.memory.reader import (
@@ -31,9 +30,17 @@ from shared.ops.queues import OpsSnapshot
 from shared.ops.timeseries import Series
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import WorkerInfo
-from shared.replay import ReplayIn, ReplayProgress
-from shared.runs import JobPublic
-from shared.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
+from shared.records.ingest import (
+    ImportAccepted,
+    ImportIn,
+    MessageIn,
+    TranscriptLine,
+    TurnAccepted,
+    TurnIn,
+)
+from shared.records.replay import ReplayIn, ReplayProgress
+from shared.records.runs import JobPublic
+from shared.records.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
 
 __all__ = [
     "ChatIn",

@@ -11,10 +11,10 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from shared.db.models import User
-from shared.ingest import find_user
 from shared.inputs import ID_RULE, Identifier
+from shared.records.ingest import find_user
+from shared.records.tenancy import Principal, authenticate, hash_key, missing_key
 from shared.runtime import Runtime
-from shared.tenancy import Principal, authenticate, hash_key, missing_key
 from workers.task_queue import TaskQueue
 
 # Dependencies that do no I/O are `async def`: FastAPI runs sync ones in the threadpool,

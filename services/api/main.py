@@ -32,8 +32,8 @@ from shared import heap
 from shared.config import Settings, get_settings
 from shared.db.migrate import upgrade_to_head
 from shared.flows.store_turn import TurnWriter
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 from workers.task_queue import TaskQueue
 
 log = logging.getLogger(__name__)

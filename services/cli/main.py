@@ -21,8 +21,8 @@ from services.cli.replay import replay_cli
 from services.cli.settings import load_settings
 from shared.config import Settings
 from shared.errors import DomainError, Unavailable
-from shared.ingest import TranscriptLine
 from shared.ops.queues import QUEUES, REPLAY
+from shared.records.ingest import TranscriptLine
 from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(
@@ -368,8 +368,8 @@ def reindex(
     from sqlmodel import Session
 
     from shared.flows.reindex import reindex_all
+    from shared.records.tenancy import get_tenant_by_name
     from shared.runtime import Runtime
-    from shared.tenancy import get_tenant_by_name
     from shared.vectors import local_mode_leftovers
 
     settings = load_settings()
@@ -502,7 +502,7 @@ def _key_command(*, name: str, create: bool, scope: str) -> None:
 
     from shared.db.engine import make_engine
     from shared.db.migrate import upgrade_to_head
-    from shared.tenancy import create_api_key, create_tenant, get_tenant_by_name
+    from shared.records.tenancy import create_api_key, create_tenant, get_tenant_by_name
 
     settings = load_settings()
     upgrade_to_head(settings)
@@ -550,7 +550,7 @@ def _own_vector_folder(settings: Settings, command: str, open_store: Callable[[]
 
 def _import_tenant(session: Session, settings: Settings, tenant: str | None) -> str:
     """The id of the tenant an import writes to (the dev tenant by default, made if new)."""
-    from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
+    from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 
     ensure_dev_tenant(session=session, settings=settings)
     name = tenant or settings.auth.dev_tenant

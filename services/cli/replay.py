@@ -21,12 +21,12 @@ from rich.progress import (
 from sqlmodel import Session
 
 from services.cli.settings import load_settings
-from shared import replay
 from shared.config import Settings
 from shared.errors import DomainError
 from shared.flows.replay_extraction import create_job
+from shared.records import replay
+from shared.records.tenancy import get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import get_tenant_by_name
 
 replay_cli = typer.Typer(help="Re-run extraction over stored turns.", no_args_is_help=True)
 console = Console(stderr=True)

@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
-from shared.ingest import TurnAccepted, TurnIn
 from shared.memory.message_search import MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
+from shared.records.ingest import TurnAccepted, TurnIn
 
 
 class MemoryDeleted(BaseModel):

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.api.deps import PrincipalDep
 from services.mcp.local import LocalBackend
 from services.mcp.tools import TiermemMCP, build_server
-from shared.tenancy import Principal
+from shared.records.tenancy import Principal
 
 PRINCIPAL = "tiermem.principal"  # the ASGI scope key the route leaves the caller under
 

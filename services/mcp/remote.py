@@ -16,9 +16,9 @@ import httpx
 from shared.context.models import ContextPublic
 from shared.errors import DomainError, Unavailable
 from shared.extraction.schemas import FactType
-from shared.ingest import TurnAccepted, TurnIn
 from shared.memory.message_search import MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
+from shared.records.ingest import TurnAccepted, TurnIn
 
 
 class ApiError(DomainError):

@@ -17,10 +17,10 @@ from services.mcp.backend import MemoryBackend, MemoryDeleted
 from shared.context.models import ContextPublic
 from shared.errors import DomainError
 from shared.extraction.schemas import FactType
-from shared.ingest import MessageIn, TurnAccepted, TurnIn
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
 from shared.memory.message_search import MAX_AROUND, MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
+from shared.records.ingest import MessageIn, TurnAccepted, TurnIn
 
 INSTRUCTIONS = (
     "tiermem is long-term memory for chat users. Before answering, call get_context (or "

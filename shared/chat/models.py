@@ -7,16 +7,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shared.ingest import (
-    MessageIn,
-    NewMessage,
-)
 from shared.inputs import (
     MAX_BUDGET_TOKENS,
     MAX_COMPLETION_TOKENS,
     Identifier,
     NonBlankText,
     RequestModel,
+)
+from shared.records.ingest import (
+    MessageIn,
+    NewMessage,
 )
 
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.chat.models import ChatPublic, ChatTurnIn
 from shared.errors import InvalidInput
-from shared.ingest import NewMessage
 from shared.inputs import MAX_COMPLETION_TOKENS, Identifier, RequestModel, check_identifier
+from shared.records.ingest import NewMessage
 
 # Sampling parameters forwarded to the chat model as the client sent them. Others are
 # ignored, as OpenAI-compatible servers do; the ones whose answer tiermem could not pass

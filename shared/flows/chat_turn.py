@@ -16,7 +16,7 @@ from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
 from shared.flows.build_context import build_context
-from shared.ingest import (
+from shared.records.ingest import (
     NewMessage,
     StoredRun,
     attach_reply,

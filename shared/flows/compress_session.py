@@ -30,7 +30,7 @@ from shared.compression.store import (
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, utcnow
 from shared.errors import TransientError
-from shared.runs import record_run_error
+from shared.records.runs import record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)

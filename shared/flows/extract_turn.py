@@ -21,7 +21,7 @@ from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speak
 from shared.memory.message_search import index_messages, turn_message_ids
 from shared.memory.reader import introduced_name
 from shared.memory.writer import provenance_for, write_facts
-from shared.runs import record_run_error
+from shared.records.runs import record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -277,7 +277,7 @@ def _record_error(
     final: bool,
     fields: dict[str, object] | None = None,
 ) -> None:
-    """The run's error (shared.runs), and the message's status follows its live run."""
+    """The run's error (shared.records.runs), and the message's status follows its live run."""
     record_run_error(
         runtime.engine,
         ExtractionRun,

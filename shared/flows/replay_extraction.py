@@ -46,7 +46,7 @@ from shared.memory.writer import (
     fact_id,
     mirror_to_vectors,
 )
-from shared.replay import (
+from shared.records.replay import (
     OPEN,
     ReplayIn,
 )

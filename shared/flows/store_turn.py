@@ -31,7 +31,7 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import Unavailable
-from shared.ingest import (
+from shared.records.ingest import (
     IngestRequest,
     IngestResult,
     TurnAccepted,
@@ -39,7 +39,7 @@ from shared.ingest import (
     ingest_batch,
     turn_request,
 )
-from shared.outbox import send_committed
+from shared.records.outbox import send_committed
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from services.api.main import create_app
 from shared.config import DEV_ADMIN_KEY, DEV_APP_KEY, DEV_SECRET_KEY, Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ApiKey, utcnow
+from shared.records.tenancy import KeyCache
 from shared.runtime import Runtime
-from shared.tenancy import KeyCache
 from tests import factories as f
 from tests.conftest import ADMIN_KEY, APP_KEY, wait_job
 

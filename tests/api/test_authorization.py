@@ -1,7 +1,7 @@
 """Who reaches what: every admin, ops, replay, jobs and metrics route × {app key of tenant A,
 tenant admin key of A, the operator key} against tenant B's objects (and A's own).
 
-The model (shared.tenancy.Principal): an app key reaches its tenant's users and jobs; a
+The model (shared.records.tenancy.Principal): an app key reaches its tenant's users and jobs; a
 tenant admin key also its own tenant's keys, replays and ops rows, never another tenant's;
 the operator key (TIERMEM_AUTH__ADMIN_KEY, from settings only) reaches every tenant, creates
 tenants, and alone sees the shared workers, pauses queues and reads /metrics.

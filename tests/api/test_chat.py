@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from shared.chat.models import ChatTurnIn
 from shared.db.models import ChatSession, ExtractionRun, Message, Tenant
 from shared.flows.chat_turn import start_chat_stream
-from shared.ingest import NewMessage
+from shared.records.ingest import NewMessage
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.conftest import APP_KEY, make_settings, wait_job

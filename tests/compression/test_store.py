@@ -19,9 +19,9 @@ from shared.compression.summary import SummaryOutput, SummaryRequest
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, CompressionRun, CompressionState, Tenant, TierEntry
 from shared.flows import compress_session as service
-from shared.ingest import NewMessage, ingest_messages
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 from tests.compression.helpers import DECISION, WellBehaved, text_of
 from tests.conftest import make_settings
 

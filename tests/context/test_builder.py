@@ -15,9 +15,9 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message, Tenant
 from shared.flows.build_context import build_context
 from shared.flows.extract_turn import run_extraction
-from shared.ingest import NewMessage, ingest_messages
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 from shared.tokens import count_tokens
 from tests.conftest import make_settings
 

@@ -19,8 +19,8 @@ from shared.db.models import User
 from shared.extraction.schemas import typed_fact_adapter
 from shared.memory import writer
 from shared.memory.writer import Provenance
+from shared.records.tenancy import get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import get_tenant_by_name
 from shared.vectors import VectorPoint
 from tests import factories as f
 from tests.conftest import ADMIN_KEY

@@ -1,5 +1,5 @@
 """Group commit of turns: a batch stores what one transaction per turn would, and a bad turn
-fails alone (shared.ingest.ingest_batch, shared.flows.store_turn.TurnWriter)."""
+fails alone (shared.records.ingest.ingest_batch, shared.flows.store_turn.TurnWriter)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import Conflict, Unavailable
 from shared.flows.store_turn import TurnWriter
-from shared.ingest import IngestRequest, IngestResult, NewMessage, ingest_batch
+from shared.records.ingest import IngestRequest, IngestResult, NewMessage, ingest_batch
+from shared.records.tenancy import create_tenant
 from shared.runtime import Runtime
-from shared.tenancy import create_tenant
 from tests.conftest import fresh_pg_database, make_settings
 
 

@@ -14,9 +14,9 @@ from shared.config import Settings
 from shared.db.id_repair import find_unreachable_ids, reachable_form
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, Message, User
-from shared.ingest import NewMessage, ingest_messages
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant, get_tenant_by_name
 from tests.conftest import APP_KEY, make_settings, tiermem_env
 
 

@@ -25,7 +25,6 @@ from shared.flows.extract_turn import index_user_messages, run_extraction
 from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
 from shared.flows.reindex import reindex_all
-from shared.ingest import TranscriptLine
 from shared.memory import message_search
 from shared.memory.message_search import (
     Fused,
@@ -40,8 +39,9 @@ from shared.memory.message_search import (
     with_speakers_named,
 )
 from shared.memory.messages import MessageHit
+from shared.records.ingest import TranscriptLine
+from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from shared.tenancy import ensure_dev_tenant
 from tests.conftest import make_settings
 from tests.memory.history_corpus import OTHER_SESSIONS, OTHER_USER, SESSIONS, USER, transcript
 

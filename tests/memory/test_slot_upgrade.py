@@ -13,7 +13,7 @@ from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Fact, User
 from shared.memory.slot_upgrade import recompute_slots
-from shared.tenancy import create_tenant
+from shared.records.tenancy import create_tenant
 from tests.conftest import make_settings
 
 DAY = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)

@@ -27,12 +27,12 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Fact, User
 from shared.errors import TransientError
 from shared.flows.extract_turn import RunOutcome, run_extraction
-from shared.ingest import NewMessage, ingest_messages
 from shared.memory.locks import LocalUserLocks, RedisUserLocks
 from shared.memory.normalize import content_hash
 from shared.memory.writer import point_payload
+from shared.records.ingest import NewMessage, ingest_messages
+from shared.records.tenancy import create_tenant
 from shared.runtime import Runtime
-from shared.tenancy import create_tenant
 from shared.vectors import VectorPoint
 from shared.vectors.scope import Layout, UserVectors, layout_of
 from tests import factories as f

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from shared.runs import JobPublic
+from shared.records.runs import JobPublic
 from tiermem import (
     AsyncClient,
     Client,

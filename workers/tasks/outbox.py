@@ -10,7 +10,7 @@ from celery.signals import worker_ready
 
 from shared.db.engine import session_scope
 from shared.ops.control import paused_queues
-from shared.outbox import claim_lost_runs
+from shared.records.outbox import claim_lost_runs
 from workers import queues
 from workers.runtime import get_runtime
 from workers.tasks.extract import enqueue_extraction

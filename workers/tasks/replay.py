@@ -1,6 +1,6 @@
 """Replay tasks on the `replay` queue: a dispatcher that meters turns into the broker,
 and one task per turn. The use case is shared.flows.replay_extraction; the job's records
-are shared.replay."""
+are shared.records.replay."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 from celery import Celery, Task, shared_task
 from sqlmodel import Session
 
-from shared import replay
 from shared.db.models import ExtractionRun
 from shared.flows.extract_turn import run_extraction
 from shared.flows.replay_extraction import finish_user
 from shared.ops.queues import read_broker
+from shared.records import replay
 from workers import queues
 from workers.celery_app import TransientRetry, is_last_attempt
 from workers.runtime import get_runtime

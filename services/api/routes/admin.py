@@ -8,7 +8,7 @@ from sqlmodel import select
 from services.api.deps import AdminDep, OperatorDep, SessionDep
 from shared.db.models import Tenant
 from shared.inputs import Identifier
-from shared.tenancy import (
+from shared.records.tenancy import (
     KeyCreated,
     KeyIn,
     TenantCreated,

@@ -23,7 +23,7 @@ from shared.chat.openai_api import (
 )
 from shared.flows.chat_turn import ChatTurnStream, run_chat_turn, start_chat_stream
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
-from shared.outbox import send_committed
+from shared.records.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)
 SSE_DOC: dict[int | str, dict[str, Any]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.api.deps import PrincipalDep, SessionDep
-from shared.runs import JobPublic, get_job
+from shared.records.runs import JobPublic, get_job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -20,7 +20,6 @@ from shared.db.models import ExtractionRun, User, new_id, utcnow
 from shared.errors import InvalidInput, NotFound
 from shared.flows.forget import delete_memory, delete_user
 from shared.flows.import_transcripts import import_lines
-from shared.ingest import TranscriptLine, find_user, validate_content
 from shared.inputs import ID_MAX_LENGTH, storable
 from shared.mem0_compat.memories import (
     Mem0History,
@@ -37,7 +36,8 @@ from shared.mem0_compat.memories import (
 from shared.mem0_compat.writing import Mem0Record, write_records
 from shared.memory.reader import get_memory, list_memories
 from shared.memory.reader import search_memories as tiermem_search
-from shared.outbox import send_committed
+from shared.records.ingest import TranscriptLine, find_user, validate_content
+from shared.records.outbox import send_committed
 from shared.vectors import point_id
 
 router = APIRouter(prefix="/mem0", tags=["mem0"])

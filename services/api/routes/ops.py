@@ -15,7 +15,7 @@ from shared.ops.control import QueueState, RetryIn, RetryOut
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
-from shared.outbox import send_committed
+from shared.records.outbox import send_committed
 from shared.vectors import VectorStore
 
 router = APIRouter(tags=["ops"])

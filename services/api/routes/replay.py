@@ -9,8 +9,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.api.deps import AdminDep, RuntimeDep, SessionDep, TasksDep
-from shared import replay
 from shared.flows.replay_extraction import create_job
+from shared.records import replay
 
 router = APIRouter(prefix="/v1/replay", tags=["replay"])
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Body, Request
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, TenantDep
 from shared.flows.import_transcripts import import_lines
 from shared.flows.store_turn import TurnWriter
-from shared.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
-from shared.outbox import send_committed
+from shared.records.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
+from shared.records.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["turns"])
 
