@@ -38,9 +38,6 @@ log = logging.getLogger(__name__)
 OFFLINE = OfflineSummarizer()
 
 
-# -- the run (worker side) -------------------------------------------------------------------
-
-
 def compress_session(
     runtime: Runtime, chat_id: str, *, run_id: str | None = None, last_attempt: bool = True
 ) -> CompressOutcome:
@@ -209,6 +206,3 @@ def _start_run(
         run.summarizer = summarizer
         session.add(run)
         return run.id, run.focus
-
-
-# -- the API side ----------------------------------------------------------------------------
