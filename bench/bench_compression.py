@@ -149,10 +149,8 @@ def play(n: int, *, limit: int, summarizer: str, seed: int) -> Result:
     runtime = Runtime(settings)
     if summarizer == "llm":
         model = ZeroLatencyModel()
-        runtime.summarizer = (
-            LLMSummarizer(LLMSettings(base_url="http://zero-latency"), client=model),
-        )  # type: ignore[arg-type]
-
+        llm = LLMSettings(base_url="http://zero-latency")
+        runtime.summarizer = LLMSummarizer(llm, client=model)  # type: ignore[arg-type]
     else:
         runtime.summarizer = OfflineSummarizer()
     result = Result(n=n, summarizer=summarizer)

@@ -137,7 +137,7 @@ class DatabaseSettings(BaseModel):
     echo: bool = False
     pool_size: int = 10
     # An API process commits the POST /turns requests that arrive together in one
-    # transaction, up to this many (shared/turn_writer.py); 1 = a transaction per turn.
+    # transaction, up to this many (shared/flows/store_turn.py); 1 = a transaction per turn.
     turn_batch_max: int = Field(default=64, ge=1)
     # A POST /turns that waits longer than this for its commit gets 503 (retry).
     turn_timeout_s: float = Field(default=30.0, gt=0)

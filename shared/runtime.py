@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import cached_property, partial
+from functools import partial
 
 from sqlalchemy.engine import Engine
 
-from shared.chat.model import ChatModel
+from shared.chat.client import ChatModel
 from shared.compression.locks import SessionLocks, make_session_locks
 from shared.compression.summary import Summarizer, make_summarizer
 from shared.config import Settings
 from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
-from shared.memory.locks import LocalUserLocks, RedisUserLocks, UserLocks
+from shared.memory.locks import UserLocks, make_user_locks
 from shared.memory.message_search import UserHistory
 from shared.records.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
@@ -51,6 +51,9 @@ class Runtime:
         self._chat_model: ChatModel | None = None
         self._summarizer: Summarizer | None = None
         self.key_cache = KeyCache(settings.auth.key_cache_s)
+        # Built now (a Redis client connects on first use): one lock table per process.
+        self.user_locks: UserLocks = make_user_locks(settings)
+        self.session_locks: SessionLocks = make_session_locks(settings)
 
     @property
     def vectors(self) -> VectorStore:
@@ -106,22 +109,6 @@ class Runtime:
     def summarizer(self, summarizer: Summarizer) -> None:
         """Tests and benchmarks script one."""
         self._summarizer = summarizer
-
-    @cached_property
-    def session_locks(self) -> SessionLocks:
-        """Per-session compression locks: one run at a time per session."""
-        return make_session_locks(self.settings)
-
-    @cached_property
-    def user_locks(self) -> UserLocks:
-        redis_cfg = self.settings.redis
-        if self.settings.redis_url:
-            return RedisUserLocks(
-                self.settings.redis_url,
-                timeout_s=redis_cfg.lock_timeout_s,
-                wait_s=redis_cfg.lock_wait_s,
-            )
-        return LocalUserLocks(wait_s=redis_cfg.lock_wait_s)
 
     def facts_of(self, *, tenant_id: str, user_id: str) -> UserVectors:
         """The user's facts in the vector store: every read and write of them goes here."""

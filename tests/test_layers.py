@@ -146,3 +146,21 @@ def test_the_graph_sees_imports() -> None:
     assert ("shared.runtime", "shared.extraction.offline") in edges  # inside a function
     assert ("shared.ops.prometheus", "shared.metrics") in edges  # from shared import metrics
     assert ("shared.memory.writer", "shared.vectors") in edges  # a name from a package
+
+
+def test_routes_reach_the_workers_only_through_the_task_queue() -> None:
+    """One wiring style: a route sends through `TasksDep` (workers.task_queue), built in
+    create_app from the settings, and imports nothing from workers/ itself."""
+    routes = SHARED.parent / "services" / "api" / "routes"
+    bad = []
+    for path in sorted(routes.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            bad += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] == "workers"]
+    assert not bad, "routes importing workers/ (use TasksDep):\n" + "\n".join(bad)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from celery import Celery, Task
 
-from shared.config import Settings
+from shared.config import Settings, WorkerSettings
 from shared.errors import TransientError
 from workers import queues
 
@@ -82,8 +82,12 @@ class TransientRetry(Task):  # type: ignore[misc]  # celery is untyped
     def on_bound(cls, app: Celery) -> None:
         # Celery calls this on each app's own copy of the task class, before it wraps
         # the task in its retry loop (which reads retry_backoff_max then).
-        cls.max_retries = app.conf["tiermem_max_retries"]
-        cls.retry_backoff_max = app.conf["tiermem_retry_backoff_max"]
+        # An app not built by make_celery (Celery's default one) gets the settings' defaults.
+        defaults = WorkerSettings()
+        cls.max_retries = app.conf.get("tiermem_max_retries", defaults.max_retries)
+        cls.retry_backoff_max = app.conf.get(
+            "tiermem_retry_backoff_max", defaults.retry_backoff_max_s
+        )
 
 
 def is_last_attempt(task: Task) -> bool:

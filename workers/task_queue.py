@@ -2,11 +2,14 @@
 
 The API builds one in create_app (routes reach it through services.api.deps.TasksDep), the
 CLI builds one from its settings; tasks chain through their own app. Send only what
-committed: a worker must find the rows.
+committed: a worker must find the rows. A broker out of reach never undoes what committed:
+extraction runs wait pending for the outbox sweeper; compress and replay say False (logged),
+so the caller can tell its client.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
 
@@ -15,10 +18,13 @@ from celery import Celery
 from shared.config import Settings
 from shared.ops.control import check_queue, set_paused
 from shared.ops.workers import HeartbeatStore
+from shared.records.outbox import send_committed
 from workers.celery_app import make_celery
 from workers.tasks.compress import enqueue_compression
 from workers.tasks.extract import enqueue_extraction
 from workers.tasks.replay import start_replay
+
+log = logging.getLogger(__name__)
 
 
 class TaskQueue:
@@ -36,15 +42,25 @@ class TaskQueue:
         self._extract = extract or partial(enqueue_extraction, self.celery)
 
     def extract(self, run_ids: list[str]) -> None:
-        """One extraction task per run."""
-        self._extract(run_ids)
+        """One extraction task per run; with the broker out of reach the runs stay pending
+        in SQL and the outbox sweeper sends them when it is back."""
+        send_committed(self._extract, run_ids)
 
-    def compress(self, session_id: str, run_id: str | None = None) -> None:
-        enqueue_compression(self.celery, session_id, run_id)
+    def compress(self, session_id: str, run_id: str | None = None) -> bool:
+        """False when it could not be sent: an automatic check only waits for the session's
+        next reply; a compact request's run is the caller's to report."""
+        return _sent(
+            f"compression of session {session_id}",
+            enqueue_compression,
+            self.celery,
+            session_id,
+            run_id,
+        )
 
-    def replay(self, job_id: str) -> None:
-        """Start (or resume) a replay's dispatcher."""
-        start_replay(self.celery, job_id)
+    def replay(self, job_id: str) -> bool:
+        """Start (or resume) a replay's dispatcher; False when it could not be sent (the
+        job's runs stay pending: resuming the job sends them)."""
+        return _sent(f"the dispatcher of replay {job_id}", start_replay, self.celery, job_id)
 
     def pause(self, queue: str) -> None:
         """Workers stop taking messages from the queue; they stay in the broker, nothing is lost."""
@@ -58,3 +74,12 @@ class TaskQueue:
         owners = [w.hostname for w in heartbeats if queue in w.configured_queues]
         if owners:
             self.celery.control.add_consumer(queue, destination=owners)
+
+
+def _sent(what: str, send: Callable[..., None], *args: object) -> bool:
+    try:
+        send(*args)
+    except Exception:
+        log.warning("could not enqueue %s", what, exc_info=True)
+        return False
+    return True

@@ -1,10 +1,9 @@
-"""A session's compression as the API reads and sets it: its runs, tiers, settings and continuation,
-and the trigger check (is there anything to do?)."""
+"""A session's compression as the API reads and sets it: its runs, compaction requests, tiers,
+settings and continuation. SQL only; the run itself is shared/flows/compress_session.py."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
 
 from sqlmodel import Session, col, func, select
 
@@ -31,47 +30,12 @@ from shared.compression.store import (
     check,
     effective_settings,
     ensure_state,
-    estimate_tokens,
     load,
     seed_child,
 )
-from shared.config import CompressionSettings, Settings
+from shared.config import Settings
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
 from shared.errors import Conflict, NotFound
-
-# A run in one of these may still be executed (running: its worker died; the task came back).
-OPEN_RUN = ("pending", "running", "retrying")
-
-
-@dataclass
-class CompressOutcome:
-    session_id: str
-    status: str
-    run_id: str | None = None
-    iterations: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    # Stopped at max_iterations: a pending "resume" run the task enqueues next (forced, so
-    # it finishes the job even when the history is already back under the trigger).
-    next_run_id: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def nothing_to_do(
-    session: Session, chat: ChatSession, base: CompressionSettings
-) -> CompressOutcome | None:
-    """Why there is nothing to do for the session (disabled, below its trigger), or None
-    when its history is over the trigger."""
-    row = session.get(CompressionState, chat.id)
-    cfg = effective_settings(base, row.settings if row else {})
-    if not cfg.enabled:
-        return CompressOutcome(chat.id, "disabled")
-    tokens, trigger = estimate_tokens(session, chat, cfg)
-    if tokens <= trigger:
-        return CompressOutcome(chat.id, "below_trigger", tokens_before=tokens)
-    return None
 
 
 def find_session(*, session: Session, tenant_id: str, session_external_id: str) -> ChatSession:

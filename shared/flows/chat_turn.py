@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from shared.chat.model import ChatReply, ChatStream
+from shared.chat.client import ChatReply, ChatStream
 from shared.chat.models import ChatPublic, ChatTurnIn, ContextStats, Usage
 from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User

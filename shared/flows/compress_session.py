@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
@@ -16,26 +17,54 @@ from shared.compression.engine import (
 )
 from shared.compression.locks import CompressionBusy
 from shared.compression.offline import OfflineSummarizer
-from shared.compression.sessions import (
-    OPEN_RUN,
-    CompressOutcome,
-    nothing_to_do,
-)
 from shared.compression.store import (
     effective_settings,
     ensure_state,
+    estimate_tokens,
     load,
     persist_step,
 )
+from shared.config import CompressionSettings
 from shared.db.engine import session_scope
-from shared.db.models import ChatSession, CompressionRun, utcnow
+from shared.db.models import ChatSession, CompressionRun, CompressionState, utcnow
 from shared.errors import TransientError
-from shared.records.runs import record_run_error
+from shared.records.runs import OPEN, record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 OFFLINE = OfflineSummarizer()
+
+
+@dataclass
+class CompressOutcome:
+    session_id: str
+    status: str
+    run_id: str | None = None
+    iterations: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    # Stopped at max_iterations: a pending "resume" run the task enqueues next (forced, so
+    # it finishes the job even when the history is already back under the trigger).
+    next_run_id: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _nothing_to_do(
+    session: Session, chat: ChatSession, base: CompressionSettings
+) -> CompressOutcome | None:
+    """Why there is nothing to do for the session (disabled, below its trigger), or None
+    when its history is over the trigger."""
+    row = session.get(CompressionState, chat.id)
+    cfg = effective_settings(base, row.settings if row else {})
+    if not cfg.enabled:
+        return CompressOutcome(chat.id, "disabled")
+    tokens, trigger = estimate_tokens(session, chat, cfg)
+    if tokens <= trigger:
+        return CompressOutcome(chat.id, "below_trigger", tokens_before=tokens)
+    return None
 
 
 def compress_session(
@@ -49,10 +78,10 @@ def compress_session(
         run = session.get(CompressionRun, run_id) if run_id else None
         if chat is None or (run_id and run is None):
             return CompressOutcome(chat_id, "gone", run_id)
-        if run is not None and run.status not in OPEN_RUN:
+        if run is not None and run.status not in OPEN:
             return CompressOutcome(chat_id, run.status, run_id)  # a redelivered, finished run
         if run is None:
-            waiting = nothing_to_do(session, chat, base)
+            waiting = _nothing_to_do(session, chat, base)
             if waiting is not None:
                 return waiting
     try:
@@ -75,7 +104,7 @@ def over_trigger(runtime: Runtime, chat_id: str) -> bool:
             chat = session.get(ChatSession, chat_id)
             if chat is None:
                 return False
-            return nothing_to_do(session, chat, runtime.settings.compression) is None
+            return _nothing_to_do(session, chat, runtime.settings.compression) is None
     except SQLAlchemyError:
         return True
 

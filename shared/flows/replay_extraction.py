@@ -46,10 +46,11 @@ from shared.memory.writer import (
     fact_id,
     mirror_to_vectors,
 )
+from shared.records import replay
 from shared.records.replay import (
-    OPEN,
     ReplayIn,
 )
+from shared.records.runs import OPEN
 from shared.runtime import Runtime
 from shared.vectors.scope import UserVectors
 
@@ -146,7 +147,37 @@ def _ids(
     return [r[0] for r in rows]
 
 
-# -- finishing a user, then the job --------------------------------------------------------
+# -- the worker's side: what to send, which turn to run, then finishing ----------------------
+
+
+def next_runs(runtime: Runtime, job_id: str, *, queued: int) -> tuple[list[str], int]:
+    """The job's runs to send now, topping the replay queue (holding `queued`) up to
+    max_queued, and how many remain unsent; nothing once the job is not running."""
+    with Session(runtime.engine) as session:
+        if replay.job_status(session, job_id) != "running":
+            return [], 0  # cancelled (resume starts a new dispatcher) or done
+        room = runtime.settings.replay.max_queued - queued
+        return replay.next_batch(session=session, job_id=job_id, limit=max(0, room))
+
+
+def replayable(runtime: Runtime, run_id: str) -> tuple[str, str] | str:
+    """The (job id, user id) of a replay run to extract now, or why not: "gone", or
+    "cancelled" (the run stays pending for a resume)."""
+    with Session(runtime.engine) as session:
+        run = session.get(ExtractionRun, run_id)
+        if run is None or run.replay_job_id is None:
+            return "gone"
+        if replay.job_status(session, run.replay_job_id) != "running":
+            return "cancelled"
+        return run.replay_job_id, run.user_id
+
+
+def finish_turn(*, runtime: Runtime, job_id: str, user_id: str) -> None:
+    """After a replay run: the user's diff or rebuild once all their turns are in, then the
+    job's end once every user's are."""
+    finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
+    with Session(runtime.engine) as session:
+        replay.finish_job_if_done(session=session, job_id=job_id)
 
 
 def finish_user(*, runtime: Runtime, job_id: str, user_id: str) -> bool:

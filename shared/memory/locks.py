@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from shared.config import Settings
 from shared.errors import TransientError
 from shared.locks import KeyLocks, LocalLocks, RedisLocks
 
@@ -32,3 +33,13 @@ class RedisUserLocks(RedisLocks):
             wait_s=wait_s,
             busy=_busy(wait_s),
         )
+
+
+def make_user_locks(settings: Settings) -> UserLocks:
+    """The process's user locks (the Runtime keeps one): Redis across processes, else local."""
+    redis_cfg = settings.redis
+    if settings.redis_url:
+        return RedisUserLocks(
+            settings.redis_url, timeout_s=redis_cfg.lock_timeout_s, wait_s=redis_cfg.lock_wait_s
+        )
+    return LocalUserLocks(wait_s=redis_cfg.lock_wait_s)

@@ -233,7 +233,7 @@ def ingest_batch(
     *, session: Session, settings: Settings, requests: Sequence[IngestRequest]
 ) -> list[IngestResult]:
     """`ingest_messages` for many requests in the caller's one transaction (the group
-    commit of shared/turn_writer.py); the rows of all go in one INSERT per table. Raises
+    commit of shared/flows/store_turn.py); the rows of all go in one INSERT per table. Raises
     on the first bad request: the caller rolls the whole batch back.
 
     Requests are stored ordered by user and session, so two batches lock rows in the same

@@ -18,9 +18,9 @@ from shared.db.models import (
 )
 from shared.errors import Conflict, NotFound
 from shared.inputs import Identifier, RequestModel, Timestamp
+from shared.records.runs import OPEN
 
 Mode = Literal["dry_run", "apply", "rebuild"]
-OPEN = ("pending", "running", "retrying")
 
 
 class ReplayIn(RequestModel):

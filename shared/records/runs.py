@@ -19,10 +19,12 @@ from shared.errors import NotFound
 log = logging.getLogger(__name__)
 
 Run = TypeVar("Run", ExtractionRun, CompressionRun)
+# A run in one of these may still be executed (running: its worker died; the task came back).
+OPEN = ("pending", "running", "retrying")
 _KIND = {ExtractionRun: "extraction", CompressionRun: "compression"}
 
 
-def record_error(run: ExtractionRun | CompressionRun, error: str, *, final: bool) -> None:
+def _record_error(run: ExtractionRun | CompressionRun, error: str, *, final: bool) -> None:
     """`retrying` while attempts remain (the task retries), `failed` with the reason after."""
     run.status = "failed" if final else "retrying"
     run.error = error[:2000]
@@ -41,7 +43,7 @@ def record_run_error(
     fields: Mapping[str, object] | None = None,
     then: Callable[[Session, Run], None] | None = None,
 ) -> None:
-    """record_error on the stored run in a transaction of its own, logged; `fields` are set
+    """The run's error recorded in a transaction of its own, logged; `fields` are set
     on the run first and `then` runs in the same transaction. A run gone meanwhile is skipped."""
     log.warning("%s run %s failed: %s", _KIND[kind], run_id, error, extra={"run_id": run_id})
     with session_scope(engine) as session:
@@ -50,7 +52,7 @@ def record_run_error(
             return
         for key, value in (fields or {}).items():
             setattr(run, key, value)
-        record_error(run, error, final=final)
+        _record_error(run, error, final=final)
         session.add(run)
         if then is not None:
             then(session, run)

@@ -8,13 +8,10 @@ import threading
 from typing import Any
 
 from celery import Celery, Task, shared_task
-from sqlmodel import Session
 
-from shared.db.models import ExtractionRun
 from shared.flows.extract_turn import run_extraction
-from shared.flows.replay_extraction import finish_user
+from shared.flows.replay_extraction import finish_turn, next_runs, replayable
 from shared.ops.queues import read_broker
-from shared.records import replay
 from workers import queues
 from workers.celery_app import TransientRetry, is_last_attempt
 from workers.runtime import get_runtime
@@ -29,18 +26,12 @@ REPLAY_SLOTS: threading.BoundedSemaphore | None = None
 def replay_dispatch_task(self: Task, job_id: str) -> int:
     """Top the replay queue up to `max_queued`, then come back while turns remain unsent."""
     runtime = get_runtime()
-    settings = runtime.settings.replay
-    with Session(runtime.engine) as session:
-        if replay.job_status(session, job_id) != "running":
-            return 0  # cancelled (resume starts a new dispatcher) or done
     broker = read_broker(runtime.settings.redis_url, [queues.REPLAY])
-    room = settings.max_queued - broker.depth.get(queues.REPLAY, 0)
-    with Session(runtime.engine) as session:
-        run_ids, remaining = replay.next_batch(session=session, job_id=job_id, limit=max(0, room))
+    run_ids, remaining = next_runs(runtime, job_id, queued=broker.depth.get(queues.REPLAY, 0))
     for run_id in run_ids:
         self.app.tasks[queues.REPLAY_TURN].apply_async(args=[run_id])
     if remaining:
-        self.apply_async(args=[job_id], countdown=settings.dispatch_interval_s)
+        self.apply_async(args=[job_id], countdown=runtime.settings.replay.dispatch_interval_s)
     return len(run_ids)
 
 
@@ -48,13 +39,9 @@ def replay_dispatch_task(self: Task, job_id: str) -> int:
 @shared_task(name=queues.REPLAY_TURN, base=TransientRetry, bind=True)
 def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     runtime = get_runtime()
-    with Session(runtime.engine) as session:
-        run = session.get(ExtractionRun, run_id)
-        if run is None or run.replay_job_id is None:
-            return {"run_id": run_id, "status": "gone"}
-        job_id, user_id = run.replay_job_id, run.user_id
-        if replay.job_status(session, job_id) != "running":
-            return {"run_id": run_id, "status": "cancelled"}  # stays pending for a resume
+    found = replayable(runtime, run_id)
+    if isinstance(found, str):
+        return {"run_id": run_id, "status": found}
     slots = REPLAY_SLOTS
     if slots is not None and not slots.acquire(blocking=False):
         # A fresh message, not a retry: it must not count against the retry budget.
@@ -67,9 +54,8 @@ def replay_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     finally:
         if slots is not None:
             slots.release()
-    finish_user(runtime=runtime, job_id=job_id, user_id=user_id)
-    with Session(runtime.engine) as session:
-        replay.finish_job_if_done(session=session, job_id=job_id)
+    job_id, user_id = found
+    finish_turn(runtime=runtime, job_id=job_id, user_id=user_id)
     return outcome.as_dict()
 
 

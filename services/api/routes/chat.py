@@ -23,7 +23,6 @@ from shared.chat.openai_api import (
 )
 from shared.flows.chat_turn import ChatTurnStream, run_chat_turn, start_chat_stream
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
-from shared.records.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)
 SSE_DOC: dict[int | str, dict[str, Any]] = {
@@ -36,7 +35,7 @@ def post_chat(
     body: ChatIn, tasks: TasksDep, runtime: RuntimeDep, tenant_id: TenantDep
 ) -> ChatPublic | Response:
     """One turn: context, chat model, reply; the turn is stored and queued for extraction."""
-    turn, send = body.to_turn(), partial(send_committed, tasks.extract)
+    turn, send = body.to_turn(), tasks.extract
     if not body.stream:
         return run_chat_turn(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
     stream = start_chat_stream(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
@@ -63,7 +62,7 @@ def chat_completions(
     turn = completion_turn(
         body, user=x_tiermem_user, session=x_tiermem_session, budget=x_tiermem_budget_tokens
     )
-    cid, send = new_completion_id(), partial(send_committed, tasks.extract)
+    cid, send = new_completion_id(), tasks.extract
     if not body.stream:
         result = run_chat_turn(runtime=runtime, tenant_id=tenant_id, turn=turn, enqueue=send)
         headers = _ids(result.session_id, result.message_ids[0], result.job_id)

@@ -36,17 +36,6 @@ def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: Session
 ChatDep = Annotated[ChatSession, Depends(valid_chat)]
 
 
-def enqueue_compression(tasks: TasksDep, chat_id: str, run_id: str | None = None) -> bool:
-    """After the commit."""
-    try:
-        tasks.compress(chat_id, run_id)
-    except Exception:
-        # An automatic check lost here only waits for the session's next reply.
-        log.warning("could not enqueue compression of session %s", chat_id, exc_info=True)
-        return False
-    return True
-
-
 @router.get("/{session_id}/tiers", response_model=TiersPublic)
 def get_tiers(chat: ChatDep, runtime: RuntimeDep, session: SessionDep) -> TiersPublic:
     return sessions.tiers_view(session=session, chat=chat, settings=runtime.settings)
@@ -64,7 +53,7 @@ def post_compact(
         session=session, chat=chat, focus=body.focus if body else None
     )
     session.commit()
-    if not enqueue_compression(tasks, chat.id, run.id):
+    if not tasks.compress(chat.id, run.id):
         sessions.mark_unqueued(session=session, run=run)
         session.commit()
         raise Unavailable("the compression queue is unreachable; retry the request")
@@ -106,7 +95,7 @@ def put_settings(
         session=session, chat=chat, body=body, settings=runtime.settings
     )
     session.commit()
-    enqueue_compression(tasks, chat.id)
+    tasks.compress(chat.id)  # a check only: lost, it waits for the session's next reply
     return public
 
 
@@ -123,5 +112,5 @@ def post_continue(
         session=session, parent=chat, body=body or ContinueIn(), settings=runtime.settings
     )
     session.commit()
-    enqueue_compression(tasks, child.id)
+    tasks.compress(child.id)
     return public

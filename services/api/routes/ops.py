@@ -15,7 +15,6 @@ from shared.ops.control import QueueState, RetryIn, RetryOut
 from shared.ops.queues import OpsSnapshot, snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
-from shared.records.outbox import send_committed
 from shared.vectors import VectorStore
 
 router = APIRouter(tags=["ops"])
@@ -65,7 +64,7 @@ def post_retry(
     retried, skipped = control.retry_failed_runs(
         session=session, run_ids=body.run_ids, tenant_id=principal.reach_tenant(body.tenant_id)
     )
-    send_committed(tasks.extract, retried)
+    tasks.extract(retried)
     return RetryOut(retried=retried, skipped=skipped)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.api.deps import AdminDep, RuntimeDep, SessionDep, TasksDep
+from shared.errors import Unavailable
 from shared.flows.replay_extraction import create_job
 from shared.records import replay
 
@@ -25,7 +26,8 @@ def post_replay(
 ) -> replay.ReplayProgress:
     scoped = body.model_copy(update={"tenant_id": principal.reach_tenant(body.tenant_id)})
     job = create_job(session=session, runtime=runtime, body=scoped)
-    tasks.replay(job.id)
+    if not tasks.replay(job.id):
+        raise _unreachable(job.id)
     return replay.progress(session=session, job_id=job.id)
 
 
@@ -50,5 +52,14 @@ def resume_replay(
     job_id: str, tasks: TasksDep, session: SessionDep, principal: AdminDep
 ) -> replay.ReplayProgress:
     replay.resume(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
-    tasks.replay(job_id)
+    if not tasks.replay(job_id):
+        raise _unreachable(job_id)
     return replay.progress(session=session, job_id=job_id)
+
+
+def _unreachable(job_id: str) -> Unavailable:
+    return Unavailable(
+        f"the replay queue is unreachable: job {job_id} is stored with its turns pending; "
+        f"POST /v1/replay/{job_id}/resume sends them once the broker is back",
+        details={"job_id": job_id},
+    )

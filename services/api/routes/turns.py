@@ -10,7 +10,6 @@ from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, T
 from shared.flows.import_transcripts import import_lines
 from shared.flows.store_turn import TurnWriter
 from shared.records.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
-from shared.records.outbox import send_committed
 
 router = APIRouter(prefix="/v1", tags=["turns"])
 
@@ -43,7 +42,7 @@ def post_import(
         tenant_id=tenant_id,
         lines=body.messages,
     )
-    send_committed(tasks.extract, summary.run_ids)
+    tasks.extract(summary.run_ids)
     return ImportAccepted(
         stored=summary.stored, duplicates=summary.duplicates, job_ids=summary.run_ids
     )
