@@ -29,8 +29,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("chat", "ops"),
     # The process's resources: only the use cases above should see it.
     ("runtime",),
-    # Use cases: one module each in flows/; mem0_compat serves mem0's API over them.
-    ("flows", "mem0_compat"),
+    # Use cases: one module each in flows/.
+    ("flows",),
+    # mem0's hosted API and its import, over the use cases (a mem0 add stores an import).
+    ("mem0_compat",),
     # Scripts alembic runs from above (`tiermem migrate`, the startup upgrade), filed beside
     # db/ so they ship in the package: a migration may reuse any domain code (0008 upgrades
     # slots with memory's own), and nothing imports one.
