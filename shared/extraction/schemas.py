@@ -21,12 +21,16 @@ FACT_TYPES: tuple[FactType, ...] = (
 )
 
 
+# A fact's sentence: shorter says nothing, longer is more than one fact.
+CONTENT_MIN, CONTENT_MAX = 3, 500
+
+
 class _FactBase(BaseModel):
     """Fields every fact carries. `content` is one third-person sentence naming the person."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    content: str = Field(min_length=3, max_length=500)
+    content: str = Field(min_length=CONTENT_MIN, max_length=CONTENT_MAX)
     subject: str = Field(min_length=1, max_length=100, description="who the fact is about")
     confidence: float = Field(ge=0.0, le=1.0)
     tags: list[str] = Field(default_factory=list, max_length=8)

@@ -15,6 +15,7 @@ from sqlmodel import Session
 
 from shared.db.models import ExtractionRun, User, new_id, utcnow
 from shared.errors import InvalidInput, NotFound
+from shared.extraction.schemas import CONTENT_MIN
 from shared.flows.chat_turn import Enqueue
 from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
@@ -96,10 +97,16 @@ def add_messages(
 def _write_now(
     runtime: Runtime, session: Session, tenant_id: str, body: AddIn, owner: str, said: dt.datetime
 ) -> AddOut:
+    kept = [(i, m) for i, m in enumerate(body.messages) if m.role != "system"]
+    for i, m in kept:  # each one becomes a memory as it is: it must be able to be one
+        if len(m.content.strip()) < CONTENT_MIN:
+            raise InvalidInput(
+                f"messages[{i}].content: a memory written with infer=false needs at least "
+                f"{CONTENT_MIN} characters; send it with infer=true or leave it out",
+                details={"index": i, "min_length": CONTENT_MIN},
+            )
     records = [
-        Mem0Record(new_id(), m.content, owner, said, metadata=body.metadata or {})
-        for m in body.messages
-        if m.role != "system"
+        Mem0Record(new_id(), m.content, owner, said, metadata=body.metadata or {}) for _, m in kept
     ]
     written = write_records(runtime=runtime, session=session, tenant_id=tenant_id, records=records)
     user = find_user(session=session, tenant_id=tenant_id, user_external_id=owner)

@@ -13,12 +13,11 @@ import re
 
 from shared.extraction.base import validate_items
 from shared.extraction.offline import extract_items
-from shared.extraction.schemas import GeneralFact, TypedFact
+from shared.extraction.schemas import CONTENT_MAX, CONTENT_MIN, GeneralFact, TypedFact
 
 # Who an untyped memory is about: the extractor's word for a user it has no name for.
 SUBJECT = "User"
 GENERIC_CONFIDENCE = 0.8
-MAX_CONTENT = 500
 
 # The subject mem0's memories leave out, or name in the third person.
 _THIRD_PERSON_SUBJECT = re.compile(r"^(?:the user|user)(?:'s)?\s+", re.I)
@@ -63,7 +62,9 @@ def first_person(text: str) -> str:
 
 def typed_facts(text: str, *, said_at: dt.datetime) -> list[TypedFact]:
     """The facts the offline rules read in `text` (at least one: the text itself as a
-    `fact` when they recognise nothing)."""
+    `fact` when they recognise nothing), none when it is too short to be a fact."""
+    if len(text.strip()) < CONTENT_MIN:
+        return []
     items = extract_items(first_person(text), speaker=SUBJECT, session_date=said_at)
     facts, _, _, _ = validate_items(items, max_facts=10, min_confidence=0.3)
     if facts:
@@ -71,7 +72,7 @@ def typed_facts(text: str, *, said_at: dt.datetime) -> list[TypedFact]:
     return [
         GeneralFact(
             type="fact",
-            content=text.strip()[:MAX_CONTENT],
+            content=text.strip()[:CONTENT_MAX],
             subject=SUBJECT,
             confidence=GENERIC_CONFIDENCE,
         )

@@ -99,6 +99,19 @@ def test_infer_false_writes_typed_memories_at_once(client: Any) -> None:
     assert memory["metadata"]["src"] == "form"
 
 
+def test_infer_false_refuses_a_message_too_short_to_be_a_memory(serve: str) -> None:
+    """Each message becomes a memory as it is: one of one character is a 422 naming it,
+    and nothing of the request is written (schemathesis found a 500 here)."""
+    said = [{"role": "user", "content": "Likes tea"}, {"role": "user", "content": "k"}]
+    body = {"messages": said, "user_id": "gus", "infer": False}
+    headers = {"Authorization": f"Bearer {APP_KEY}"}
+    r = httpx.post(f"{serve}/mem0/v3/memories/add/", json=body, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["message"].startswith("messages[1].content: ")
+    found = httpx.get(f"{serve}/v1/users/gus/memories", headers=headers)
+    assert found.status_code == 404, found.text  # not even the user was stored
+
+
 def test_delete_delete_all_and_delete_users(client: Any, serve: str) -> None:
     for text in ("Likes tea", "Lives in Rome", "Wants to learn Spanish"):
         client.add(text, user_id="dan", infer=False)
