@@ -340,7 +340,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("base", help="the ref measured first (e.g. the commit before a change)")
     p.add_argument("head", help="the ref compared with it")
-    p.add_argument("--rounds", type=int, default=2, help="A B rounds per bench")
+    p.add_argument("--rounds", type=int, default=2, help="rounds per bench (A B, then B A, ...)")
     p.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     p.add_argument(
         "--benches",
@@ -382,7 +382,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             base, head = refs
             for round_no in range(1, args.rounds + 1):
                 for bench in benches:
-                    for ref in (base, head):
+                    # ABBA: the order flips each round, so a steady drift in the shared
+                    # machine's load weighs on both refs alike.
+                    for ref in (base, head) if round_no % 2 else (head, base):
                         wall, outcome = run_bench(bench, ref, round_no, args.python)
                         print(
                             f"[{time.strftime('%H:%M:%S')}] round {round_no} {bench.name:10} "
@@ -397,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{python_version(args.python)} ({args.python})",
                 f"- Load average at start: {load_start}; at end: {load_average()}; wall time "
                 f"{(time.monotonic() - started) / 60:.1f} min",
-                f"- {args.rounds} round(s), interleaved BASE HEAD per bench; each ref runs its "
+                f"- {args.rounds} round(s), BASE and HEAD interleaved per bench (the order flips "
+                "each round); each ref runs its "
                 "own bench/ code from a detached worktree",
                 *[
                     f"- bench_{b.name}: `{shlex.join(b.args(Path('OUT.md'), Path('TMP')))}`"
