@@ -19,6 +19,7 @@ test:
 lint:
 	$(BIN)/ruff check shared services workers tiermem tests bench
 	$(BIN)/mypy shared services workers tiermem
+	$(BIN)/lint-imports --no-cache
 
 bench:
 	$(BIN)/python -m bench.bench_embeddings
