@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_PYTHON = Path("/work/main/.venv/bin/python")
 EXTRACTION_REDIS_URL = "redis://127.0.0.1:6379/9"
 RUN_TIMEOUT_S = 20 * 60.0
 
@@ -349,7 +348,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--python",
-        default=str(DEFAULT_PYTHON if DEFAULT_PYTHON.exists() else Path(sys.executable)),
+        default=sys.executable,  # the venv this runs in
         help="the venv python every bench runs with",
     )
     p.add_argument("--extraction-redis-url", default=EXTRACTION_REDIS_URL)
