@@ -14,4 +14,5 @@ from importlib import resources
 def read_list(package: str, path: str) -> tuple[str, ...]:
     """The entries of `path` (e.g. "guard_phrases/override_verbs.txt") inside `package`."""
     text = resources.files(package).joinpath(path).read_text(encoding="utf-8")
-    return tuple(line.strip() for line in text.splitlines() if line.strip() and line[0] != "#")
+    entries = (line.strip() for line in text.splitlines())
+    return tuple(e for e in entries if e and not e.startswith("#"))

@@ -68,6 +68,9 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
+_DEFAULTS = WorkerSettings()
+
+
 class TransientRetry(Task):  # type: ignore[misc]  # celery is untyped
     """The base of every tiermem task that does work: transient errors (timeouts, 429/5xx,
     lock waits, a busy database) retry with exponential backoff and jitter, within the
@@ -83,10 +86,9 @@ class TransientRetry(Task):  # type: ignore[misc]  # celery is untyped
         # Celery calls this on each app's own copy of the task class, before it wraps
         # the task in its retry loop (which reads retry_backoff_max then).
         # An app not built by make_celery (Celery's default one) gets the settings' defaults.
-        defaults = WorkerSettings()
-        cls.max_retries = app.conf.get("tiermem_max_retries", defaults.max_retries)
+        cls.max_retries = app.conf.get("tiermem_max_retries", _DEFAULTS.max_retries)
         cls.retry_backoff_max = app.conf.get(
-            "tiermem_retry_backoff_max", defaults.retry_backoff_max_s
+            "tiermem_retry_backoff_max", _DEFAULTS.retry_backoff_max_s
         )
 
 

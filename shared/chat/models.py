@@ -54,13 +54,7 @@ class ChatIn(RequestModel):
         return ChatTurnIn(
             user_external_id=self.user_id,
             session_external_id=self.session_id,
-            message=NewMessage(
-                role="user",
-                content=m.content,
-                speaker=m.speaker,
-                external_id=m.external_id,
-                created_at=m.created_at,
-            ),
+            message=NewMessage.of(m, "user"),
             model=self.model,
             temperature=self.temperature,
             max_tokens=self.max_tokens,

@@ -39,16 +39,7 @@ def import_lines(
             tenant_id=tenant_id,
             user_external_id=user_id,
             session_external_id=session_id,
-            messages=[
-                NewMessage(
-                    role=g.role,
-                    content=g.content,
-                    speaker=g.speaker,
-                    external_id=g.external_id,
-                    created_at=g.created_at,
-                )
-                for g in group
-            ],
+            messages=[NewMessage.of(g, g.role) for g in group],
             extractor=settings.extractor_kind,
         )
         summary.stored += len(group) - result.duplicates

@@ -60,6 +60,19 @@ class NewMessage:
     external_id: str | None = None
     created_at: dt.datetime | None = None
 
+    @classmethod
+    def of(
+        cls, said: MessageIn | TranscriptLine, role: Role, *, at: dt.datetime | None = None
+    ) -> NewMessage:
+        """A message as a request gave it, said by `role` (at `at` when it names no time)."""
+        return cls(
+            role=role,
+            content=said.content,
+            speaker=said.speaker,
+            external_id=said.external_id,
+            created_at=said.created_at or at,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class StoredMessage:
@@ -116,15 +129,7 @@ def turn_messages(turn: TurnIn) -> list[NewMessage]:
         if msg is None:
             continue
         m = MessageIn(content=msg) if isinstance(msg, str) else msg
-        out.append(
-            NewMessage(
-                role=role,  # type: ignore[arg-type]
-                content=m.content,
-                speaker=m.speaker,
-                external_id=m.external_id,
-                created_at=m.created_at or turn.created_at,
-            )
-        )
+        out.append(NewMessage.of(m, role, at=turn.created_at))  # type: ignore[arg-type]
     return out
 
 

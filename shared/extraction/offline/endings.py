@@ -21,12 +21,12 @@ from shared.extraction.offline.lexicon import (
     PETS,
     REL,
     RELATIONS,
-    Builder,
     Ctx,
     Item,
     Rule,
     clean,
     past_date,
+    rule,
     third,
 )
 from shared.extraction.offline.profile import M, opt
@@ -343,10 +343,6 @@ UNSAID = [
 ]
 
 
-def _r(build: Builder, pattern: str) -> Rule:
-    return Rule(re.compile(pattern, re.I), build, False)
-
-
 _WE = r"^(?:i|we) (?:have |had )?"
 _BREAK = (
     r"(?:broke up|split up|split|separated|are separating|are splitting up|got divorced"
@@ -356,68 +352,68 @@ _PARTNER_REF = rf"(?:(?:my |our )(?P<rel>{REL})(?: (?P<name>{NAME}))?|(?P<name2>
 
 # Clause rules: the first that builds anything wins, before the ordinary rules.
 ENDINGS: tuple[Rule, ...] = (
-    _r(
+    rule(
         left_job,
         _WE + r"(?P<verb>quit|left|resigned from|walked out of|stopped working (?:at|for)"
         r"|handed in (?:my|our) notice at|lost (?:my|our) job at|(?:got|was|were) (?:laid off"
         r"|fired|let go|made redundant) (?:from|by|at)) (?P<org>.+)$",
     ),
-    _r(
+    rule(
         left_job,
         _WE + r"(?P<verb>got|was|were) (?:laid off|fired|let go|made redundant)(?P<org>)\b",
     ),
-    _r(
+    rule(
         graduated,
         _WE + r"(?:graduated|finished (?:my )?(?:degree|studies|master'?s|phd|bachelor'?s))"
         r"(?: (?:from|at) (?P<school>.+))?$",
     ),
-    _r(done_with_school, r"^(?:i am |we are )?(?:finally )?done with (?P<school>.+)$"),
-    _r(
+    rule(done_with_school, r"^(?:i am |we are )?(?:finally )?done with (?P<school>.+)$"),
+    rule(
         moved_away,
         _WE + r"(?:moved|relocated) (?:away )?(?:from|out of) (?P<old>.+?)(?: (?:back )?to .+)?$",
     ),
-    _r(broke_up, rf"{_WE}{_BREAK} (?:with|from) {_PARTNER_REF}"),
-    _r(
+    rule(broke_up, rf"{_WE}{_BREAK} (?:with|from) {_PARTNER_REF}"),
+    rule(
         broke_up,
         rf"{_WE}(?:divorced|left|dumped) (?:my |our )(?P<rel>{REL})(?: (?P<name>{NAME}))?",
     ),
-    _r(broke_up, rf"^(?:we (?:have )?)(?P<verb>{_BREAK})$"),
-    _r(
+    rule(broke_up, rf"^(?:we (?:have )?)(?P<verb>{_BREAK})$"),
+    rule(
         relative_died,
         rf"^(?:my|our) (?P<rel>{REL})(?: (?P<name>{NAME}))? (?:has |had |just )?"
         r"(?:passed away|passed|died)\b",
     ),
-    _r(
+    rule(
         pet_gone,
         rf"^(?:(?P<name>{NAME})|(?:my|our) (?P<kind>{_PET_KINDS})(?: (?P<name2>{NAME}))?)"
         r" (?:has |had |just )?(?P<verb>passed away|passed|died|ran away|was put down"
         r"|was put to sleep)\b",
     ),
-    _r(
+    rule(
         pet_gone,
         rf"{_WE}(?:had to |have to )?(?P<verb>rehome|gave away|give away) "
         rf"(?:(?P<name>{NAME})|(?:my|our|the) (?P<kind>{_PET_KINDS}))\b",
     ),
-    _r(
+    rule(
         quit_habit,
         _WE + r"(?:quit|gave up|given up|stopped|stopped doing|lost interest in|got bored of"
         r"|am done with|am over) (?P<v>[a-z].+)$",
     ),
-    _r(
+    rule(
         eats_again,
         r"^i (?:have )?(?:started|am starting|began|have begun) eating (?P<food>meat|chicken|"
         r"fish|beef|pork|dairy|eggs|seafood)\b",
     ),
-    _r(
+    rule(
         retired,
         r"^i (?:have |am |am officially |officially )?(?:retired|retiring)"
         r"(?: from (?P<org>[^,]+?))?(?= after| at| in| on| next| this|,|$)",
     ),
-    _r(promoted, r"^i (?:got|was|have been|am being) promoted to (?P<job>.+)$"),
+    rule(promoted, r"^i (?:got|was|have been|am being) promoted to (?P<job>.+)$"),
     # "I'm back into F1" says again what "I stopped watching F1" ended
-    _r(back_into, r"^i am back (?:into|to) (?P<v>.+)$"),
+    rule(back_into, r"^i am back (?:into|to) (?P<v>.+)$"),
     # a new job said with its start: "I'm starting at SAP next month as a product manager"
-    _r(
+    rule(
         profile.job_trusted,
         r"^i (?P<joined>am starting|start|will start|took a job|accepted a job|accepted an offer"
         r"|am joining|will be joining) (?:at|with|from)?\s*(?P<org>(?-i:[A-Z]).+?)"
@@ -427,8 +423,8 @@ ENDINGS: tuple[Rule, ...] = (
 
 # Reached only when the clause is negated with an ending cue ("not ... anymore").
 NEGATED_ENDINGS: tuple[Rule, ...] = (
-    _r(not_with, rf"^i am (?:not|no longer) (?:with|seeing|dating|together with) {_PARTNER_REF}"),
-    _r(
+    rule(not_with, rf"^i am (?:not|no longer) (?:with|seeing|dating|together with) {_PARTNER_REF}"),
+    rule(
         no_pets,
         rf"^(?:i|we) (?:do not|no longer) have (?P<det>any|a|an|the|our|my) "
         rf"(?P<kind>{_PET_KINDS})$",
@@ -450,14 +446,14 @@ def corrected(m: M, c: Ctx) -> list[Item]:
 
 # Sentence-level: "Tom and I broke up" would lose its subject to the clause splitter.
 ENDING_MENTIONS: tuple[Rule, ...] = (
-    _r(
+    rule(
         corrected,
         r"^(?:(?:sorry|oops|oh|my bad|correction|typo|i mean)\b[ ,!:.-]*)*"
         r"(?:i meant|i mean|it is|it's|that should be|should be) (?:a |an |the )?"
         r"(?P<new>[\w' -]+?),? not (?:a |an |the )?(?P<old>[\w' -]+?)[.!]*$",
     ),
-    _r(renamed_pet, rf"\b(?:her|his|its) name is (?P<new>{NAME}),? not (?P<old>{NAME})\b"),
-    _r(
+    rule(renamed_pet, rf"\b(?:her|his|its) name is (?P<new>{NAME}),? not (?P<old>{NAME})\b"),
+    rule(
         broke_up,
         rf"(?:^|,\s*)(?:(?:my |our )(?P<rel>{REL})(?:,? (?P<name>{NAME}))?|(?P<name2>{NAME}))"
         r" and I"

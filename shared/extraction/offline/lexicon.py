@@ -75,6 +75,11 @@ class Rule:
     negated: bool  # True: the pattern states the negation itself ("I don't like X")
 
 
+def rule(build: Builder, *parts: str, negated: bool = False) -> Rule:
+    """A rule from a pattern written in parts (joined), matched case-insensitively."""
+    return Rule(re.compile("".join(parts), re.I), build, negated)
+
+
 def words(text: str) -> frozenset[str]:
     """A word list written as one string, so it reads as a list and not as a column."""
     return frozenset(text.split())

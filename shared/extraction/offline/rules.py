@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from shared.extraction.offline import events, life, pets, profile
 from shared.extraction.offline.lexicon import (
     CONDITIONS,
@@ -12,15 +10,9 @@ from shared.extraction.offline.lexicon import (
     PLURAL_REL,
     REL,
     REL_MOD,
-    Builder,
     Rule,
+    rule,
 )
-
-
-def _r(build: Builder, *parts: str, negated: bool = False) -> Rule:
-    """A rule from a pattern written in parts (joined), matched case-insensitively."""
-    return Rule(re.compile("".join(parts), re.I), build, negated)
-
 
 _MOD = f"(?P<mod>{REL_MOD})"
 _NAMES = rf"{NAME}(?:(?:,\s*|,?\s+and\s+){NAME})+"
@@ -43,125 +35,127 @@ _ORG_AS = r" (?P<org>.+?)(?: as (?P<job>.+))?$"
 # going to"), and the bare "I'm Ana" last, after nationality and diet had their turn.
 RULES: tuple[Rule, ...] = (
     # relationships stated as the whole clause
-    _r(
+    rule(
         profile.relation,
         rf"^my {_MOD}(?P<rel>{REL})",
         rf"(?:'s name is| is called| is named| goes by| is) (?P<name>{NAME})$",
     ),
-    _r(profile.relation, rf"^(?P<name>{NAME}) is my {_MOD}(?P<rel>{REL})$"),
+    rule(profile.relation, rf"^(?P<name>{NAME}) is my {_MOD}(?P<rel>{REL})$"),
     # what is said of a named relation goes with it: "my sister Maria is a nurse in Hamburg"
-    _r(profile.relation, rf"^my {_MOD}(?P<rel>{REL}),? (?P<name>{NAME}),? {_SAID_OF}"),
-    _r(profile.relations, rf"^my (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES}),? {_SAID_OF}"),
-    _r(
+    rule(profile.relation, rf"^my {_MOD}(?P<rel>{REL}),? (?P<name>{NAME}),? {_SAID_OF}"),
+    rule(profile.relations, rf"^my (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES}),? {_SAID_OF}"),
+    rule(
         profile.relation,
         rf"^i have (?:a|an|one) {_MOD}(?P<rel>{REL})",
         rf" (?:named|called) (?P<name>{NAME})\b",
     ),
-    _r(profile.relation, rf"^i am (?P<rel>married to|engaged to|dating|seeing) (?P<name>{NAME})$"),
+    rule(
+        profile.relation, rf"^i am (?P<rel>married to|engaged to|dating|seeing) (?P<name>{NAME})$"
+    ),
     # identity
-    _r(
+    rule(
         profile.name,
         r"^(?:my name is|i am called|people call me|call me|everyone calls me",
         r"|i go by) (?P<v>[a-z][\w'-]*(?: [a-z][\w'-]*)?)$",
     ),
-    _r(
+    rule(
         profile.pronouns,
         r"^(?:my pronouns are|i use|i go by) ",
         r"(?P<v>(?:she|he|they|xe|ze)/[a-z]+(?:/[a-z]+)?)(?: pronouns)?$",
     ),
-    _r(profile.age, r"^i am (?P<v>\d{1,3})(?: years?(?: old)?| yrs?(?: old)?| y/?o)?$"),
-    _r(profile.age, r"^i (?:just )?(?P<turned>turned) (?P<v>\d{1,3})$"),
-    _r(profile.age, r"^i am an? (?P<v>\d{1,3})[- ]years?[- ]old\b"),
-    _r(profile.birthday, r"^(?:my (?:birthday|bday) is|i was born)(?: on)?(?: (?P<v>.+))?$"),
-    _r(profile.nationality, r"^i am (?:a |an |a proud )?(?P<v>[a-z-]+)(?: citizen| national)?$"),
-    _r(profile.nationality, r"^my nationality is (?P<v>[a-z-]+)$"),
-    _r(
+    rule(profile.age, r"^i am (?P<v>\d{1,3})(?: years?(?: old)?| yrs?(?: old)?| y/?o)?$"),
+    rule(profile.age, r"^i (?:just )?(?P<turned>turned) (?P<v>\d{1,3})$"),
+    rule(profile.age, r"^i am an? (?P<v>\d{1,3})[- ]years?[- ]old\b"),
+    rule(profile.birthday, r"^(?:my (?:birthday|bday) is|i was born)(?: on)?(?: (?P<v>.+))?$"),
+    rule(profile.nationality, r"^i am (?:a |an |a proud )?(?P<v>[a-z-]+)(?: citizen| national)?$"),
+    rule(profile.nationality, r"^my nationality is (?P<v>[a-z-]+)$"),
+    rule(
         profile.nationality, r"^i (?:have|hold) (?:a |an )?(?P<v>[a-z-]+) (?:citizenship|passport)$"
     ),
-    _r(
+    rule(
         profile.native_language,
         r"^my (?:native|first|mother) (?:language|tongue) is (?P<v>[a-z]+)$",
     ),
-    _r(profile.native_language, r"^i am a native (?P<v>[a-z]+) speaker$"),
-    _r(profile.native_language, r"^i am a native speaker of (?P<v>[a-z]+)$"),
-    _r(profile.languages, r"^i (?:speak|can speak|am fluent in|speak fluent) (?P<v>.+)$"),
-    _r(
+    rule(profile.native_language, r"^i am a native (?P<v>[a-z]+) speaker$"),
+    rule(profile.native_language, r"^i am a native speaker of (?P<v>[a-z]+)$"),
+    rule(profile.languages, r"^i (?:speak|can speak|am fluent in|speak fluent) (?P<v>.+)$"),
+    rule(
         profile.location,
         _WE,
         r"(?:live|am living|are living|have been living|have lived|reside|am residing",
         r"|am based|are based|am located|am settled)(?: with (?P<with>(?:my|our) [^,]+?))?",
         r" (?:in|out of) (?P<v>.+)$",
     ),
-    _r(
+    rule(
         profile.location,
         rf"^(?P<with>my {_MOD}{REL})(?:, [^,]+,)? (?:lives|has been living|is living) with ",
         r"(?:me|us) in (?P<v>.+)$",
     ),
-    _r(
+    rule(
         profile.location,
         _WE,
         r"(?P<moved>moved|relocated|have moved|have relocated) (?:back )?(?:to|in) (?P<v>.+)$",
     ),
-    _r(profile.present_place, r"^(?:i am|we are) (?:now )?in (?P<v>(?-i:[A-Z])[^,]*)$"),
-    _r(profile.present_place, r"^(?P<v>(?-i:[A-Z])[\w -]*?) is (?:my |our )?home(?: now)?$"),
-    _r(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
-    _r(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
-    _r(profile.hometown, r"^i (?P<grew>grew up|was raised|was brought up) in (?P<v>.+)$"),
+    rule(profile.present_place, r"^(?:i am|we are) (?:now )?in (?P<v>(?-i:[A-Z])[^,]*)$"),
+    rule(profile.present_place, r"^(?P<v>(?-i:[A-Z])[\w -]*?) is (?:my |our )?home(?: now)?$"),
+    rule(profile.hometown, r"^i (?:am|come) (?:originally )?from (?P<v>.+)$"),
+    rule(profile.hometown, r"^my home ?town is (?P<v>.+)$"),
+    rule(profile.hometown, r"^i (?P<grew>grew up|was raised|was brought up) in (?P<v>.+)$"),
     # work and study
-    _r(profile.job_trusted, rf"^i {_JOB_VERB} as (?P<job>.+?)(?: (?:at|for|with) (?P<org>.+))?$"),
-    _r(
+    rule(profile.job_trusted, rf"^i {_JOB_VERB} as (?P<job>.+?)(?: (?:at|for|with) (?P<org>.+))?$"),
+    rule(
         profile.job_trusted,
         r"^my (?:job|job title|role|profession|occupation|position) is ",
         r"(?P<job>.+?)(?: (?:at|for) (?P<org>.+))?$",
     ),
-    _r(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
-    _r(
+    rule(profile.job_trusted, r"^i am (?P<job>retired|unemployed|self-employed|between jobs)$"),
+    rule(
         profile.job_checked,
         r"^i (?:am|have been) (?P<job>(?:a|an) [a-z][\w' -]*?)(?: (?:at|for|with) (?P<org>.+?))?",
         r"(?: in (?P<workplace>[^,]+))?",
         r"(?:,? (?:mostly|mainly|largely|usually|primarily|still|and still) .*)?$",
     ),
-    _r(profile.job_trusted, rf"^i {_JOB_VERB}{_SHIFTS} (?:at|for|by)", _ORG_AS),
-    _r(
+    rule(profile.job_trusted, rf"^i {_JOB_VERB}{_SHIFTS} (?:at|for|by)", _ORG_AS),
+    rule(
         profile.job_trusted,
         r"^i (?P<joined>joined|started working at|started working for|started at",
         r"|started a new job at|got a job at|got hired at|got hired by|was hired by|was hired at",
         r"|landed a job at)",
         _ORG_AS,
     ),
-    _r(
+    rule(
         profile.teach,
         r"^i (?:teach|have taught|have been teaching)(?: (?P<subject>(?!at\b|in\b)[a-z][\w -]*?))?",
         r"(?: (?P<prep>at|in) (?P<org>(?:a|an|the) .+|(?-i:[A-Z]).+))?$",
     ),
-    _r(profile.industry, r"^i work in (?P<v>[a-z][\w &-]+)$"),
-    _r(profile.remote, r"^i work (?:from home|remotely|remote)$"),
-    _r(
+    rule(profile.industry, r"^i work in (?P<v>[a-z][\w &-]+)$"),
+    rule(profile.remote, r"^i work (?:from home|remotely|remote)$"),
+    rule(
         profile.study,
         r"^i (?:study|am studying|major in|am majoring in|am doing a (?:degree|phd",
         r"|masters?) in) (?P<v>.+?)(?: at (?P<org>.+))?$",
     ),
-    _r(
+    rule(
         profile.marital,
         r"^i am (?:happily )?(?P<v>married|single|divorced|engaged|widowed|separated)$",
     ),
     # health, diet
-    _r(
+    rule(
         life.diet,
         r"^i (?:am|have been|became|went|turned|have gone|have become) ",
         rf"(?:a |an |fully |strictly )?(?P<v>{DIET})\b",
     ),
-    _r(life.health, r"^i am (?:severely |very |deathly |really )?allergic to (?P<v>.+)$"),
-    _r(life.health, r"^i am (?P<v>lactose|gluten|fructose) intolerant$"),
-    _r(life.health, rf"^i have (?P<v>{CONDITIONS})$"),
+    rule(life.health, r"^i am (?:severely |very |deathly |really )?allergic to (?P<v>.+)$"),
+    rule(life.health, r"^i am (?P<v>lactose|gluten|fructose) intolerant$"),
+    rule(life.health, rf"^i have (?P<v>{CONDITIONS})$"),
     # decisions, then goals
-    _r(
+    rule(
         life.decision,
         _WE,
         r"(?:have |had )?(?P<verb>decided to|made the decision to",
         r"|made up (?:my|our) mind to|decided on) (?P<c>.+)$",
     ),
-    _r(
+    rule(
         life.decision,
         _WE,
         r"(?P<verb>(?:have )?(?:chose|chosen|picked|selected|settled on|opted for",
@@ -169,92 +163,92 @@ RULES: tuple[Rule, ...] = (
         r"|am going to go with|are going to go with|will use|am going to use|are going to use)",
         r" (?P<c>.+)$",
     ),
-    _r(
+    rule(
         life.goal,
         _WE,
         r"(?P<verb>want to|would like to|would love to|am planning to|are planning to",
         r"|plan to|am planning on|hope to|am hoping to|aim to|am aiming to|intend to|am trying to",
         r"|will try to|am going to|am determined to|have wanted to|dream of|might|may) (?P<g>.+)$",
     ),
-    _r(
+    rule(
         life.goal,
         _WE,
         r"(?P<verb>am learning|are learning|am saving (?:up )?for|are saving for",
         r"|am training for|am studying for|am preparing for|am moving to|are moving to",
         r"|am relocating to|am thinking (?:about|of)|am considering) (?P<g>.+)$",
     ),
-    _r(
+    rule(
         life.goal,
         r"^(?:my|our) (?P<kind>goal|plan|dream|aim|resolution|new year's resolution",
         r"|ambition)(?: for [\w ]+?)? is to (?P<g>.+)$",
     ),
     # preferences
-    _r(
+    rule(
         life.favorite,
         r"^my (?:all[- ]time |absolute )?favou?rite (?P<t>[a-z][a-z -]*?) ",
         r"(?P<be>is|are|has to be) (?P<v>.+)$",
     ),
-    _r(
+    rule(
         life.favorite,
         r"^(?P<v>.+?) (?P<be>is|are) my (?:all[- ]time |absolute )?favou?rite ",
         r"(?P<t>[a-z][a-z -]*)$",
     ),
-    _r(
+    rule(
         life.is_my,
         r"^(?P<v>.+?) (?:is|are) (?P<what>my (?:biggest |greatest |all[- ]time |absolute )?",
         r"(?:hero|idol|role model|inspiration|favou?rite)|the highlight of my ",
         r"(?:week|day|month|year))$",
     ),
-    _r(
+    rule(
         life.prefer,
         r"^i (?:much )?prefer (?P<v>.+?)",
         r"(?: (?P<sep>over|to|rather than|instead of|more than) (?P<o>.+))?$",
     ),
-    _r(
+    rule(
         life.prefer,
         r"^i would (?:much )?(?:rather|prefer) (?P<v>.+?)",
         r"(?: (?P<sep>than|over|to|instead of) (?P<o>.+))?$",
     ),
-    _r(
+    rule(
         life.positive,
         r"^i (?P<verb>love|like|enjoy|adore|dig|am (?:a )?(?:big |huge |massive )?fan of",
         r"|am into|am obsessed with|am passionate about|am crazy about|am a sucker for) (?P<v>.+)$",
     ),
-    _r(
+    rule(
         life.negative,
         r"^i (?P<verb>hate|dislike|detest|loathe|despise|cannot stand|avoid",
         r"|am sick of) (?P<v>.+)$",
     ),
     # possessions and pastimes
-    _r(
+    rule(
         life.have,
         _WE,
         r"(?P<verb>have|have got|own|got|bought|adopted) ",
         r"(?P<v>(?:a|an|one|two|three|four|five|six|\d+|some|twin|another) .+)$",
     ),
-    _r(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
-    _r(life.play, r"^i (?P<verb>play|do|practice|practise) (?P<v>.+)$"),
-    _r(profile.name, rf"^i am (?P<bare>{NAME})$"),
-    _r(profile.name_and_age, rf"^i am (?P<bare>{NAME}),? (?P<age>\d{{1,3}})$"),
+    rule(life.drive, r"^i drive (?P<v>(?:a|an|my) .+)$"),
+    rule(life.play, r"^i (?P<verb>play|do|practice|practise) (?P<v>.+)$"),
+    rule(profile.name, rf"^i am (?P<bare>{NAME})$"),
+    rule(profile.name_and_age, rf"^i am (?P<bare>{NAME}),? (?P<age>\d{{1,3}})$"),
     # events and activities: last, so that every rule above has had its turn
     # ("we" includes the speaker; a sentence may drop its "I": "Lost my job yesterday")
-    _r(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),
-    _r(events.doing, _WE, r"(?P<aux>am|are|have been) (?P<verb>[a-z]+ing) (?P<v>.+)$"),
-    _r(events.has_done, _WE, r"(?:have|has) (?P<verb>[a-z]+) (?P<v>.+)$"),
+    rule(events.did, r"^(?:(?:i|we) )?(?P<verb>[a-z]+) (?P<v>.+)$"),
+    rule(events.doing, _WE, r"(?P<aux>am|are|have been) (?P<verb>[a-z]+ing) (?P<v>.+)$"),
+    rule(events.has_done, _WE, r"(?:have|has) (?P<verb>[a-z]+) (?P<v>.+)$"),
     # Negated clauses reach only these: here the negation is the statement itself.
-    _r(
+    rule(
         life.not_like,
         r"^i (?:do not|did not|never|no longer) (?:really |much |particularly )?",
         r"(?P<verb>(?P<base>like|enjoy|love|care for)) (?P<v>.+)$",
         negated=True,
     ),
-    _r(
+    rule(
         life.not_like,
         r"^i am not (?:a |really a |really )?(?:big |huge )?",
         r"(?P<verb>(?P<base>fan of|into|keen on)) (?P<v>.+)$",
         negated=True,
     ),
-    _r(
+    rule(
         life.not_eat,
         r"^i (?:do not|never|no longer|cannot) (?P<base>eat|drink|touch|smoke)",
         r"(?: (?P<v>.+))?$",
@@ -265,10 +259,10 @@ RULES: tuple[Rule, ...] = (
 # Mention rules: searched anywhere in a sentence, since "my sister Maria" can sit in any
 # clause ("I went hiking with my sister Maria") and crosses commas ("Tom, my manager,").
 MENTIONS: tuple[Rule, ...] = (
-    _r(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
-    _r(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
-    _r(profile.relations, rf"\bmy (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES})"),
-    _r(
+    rule(profile.relation, rf"\bmy {_MOD}(?P<rel>{REL}),? (?P<name>{NAME})"),
+    rule(profile.relation, rf"(?P<name>{NAME}),? my {_MOD}(?P<rel>{REL})\b"),
+    rule(profile.relations, rf"\bmy (?P<rel>{PLURAL_REL}),? (?P<names>{_NAMES})"),
+    rule(
         pets.named_pet,
         rf"\b(?:my|our) (?:(?-i:[a-z]+) )?(?P<kind>{pets.PET_KIND})",
         rf"(?:,? |,? named |,? called | is named | is called |'s name is | is )(?P<name>{NAME})",
