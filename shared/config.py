@@ -21,12 +21,14 @@ class LLMSettings(BaseModel):
     api_key: str = "not-needed"
     model: str = "gpt-4o-mini"
     timeout_s: float = 30.0
-    # "json_schema" for servers that support structured outputs (OpenAI, vLLM, recent
-    # llama.cpp); "json_object" for servers that only know JSON mode.
-    response_format: Literal["json_schema", "json_object"] = "json_schema"
-    # A server that refuses json_schema (llama.cpp's answers HTTP 500, others 400) gets the
-    # same call again at once in json_object mode, schema in the prompt; when that works,
-    # the process keeps using json_object for this base_url and model (ADR 0018).
+    # "json_schema" for servers that support structured outputs (OpenAI, vLLM, Ollama,
+    # llama.cpp's llama-server); "json_object+schema" for llama-cpp-python's server, which
+    # takes the schema inside a json_object response_format and decodes by it;
+    # "json_object" for servers that only know JSON mode (the schema goes in the prompt).
+    response_format: Literal["json_schema", "json_object+schema", "json_object"] = "json_schema"
+    # A server that refuses a format (llama-cpp-python's answers json_schema with HTTP 500,
+    # others 400) gets the same call again at once one step down: json_object+schema, then
+    # json_object; what works is kept for this base_url and model (ADR 0018, 0021).
     fallback_to_json_object: bool = True
     temperature: float = 0.0
     max_tokens: int = 1500
@@ -186,6 +188,13 @@ class ExtractionSettings(BaseModel):
     dedup_threshold: float = 0.9  # cosine at or above → same fact (within one type)
     max_message_chars: int = 16_000
     prefilter: bool = True
+    # What the LLM extractor reads beside the turn, marked as context (facts still come only
+    # from what the person says in the turn): the session's messages before it, at most
+    # context_messages of them within context_tokens, and the person's active facts nearest
+    # the turn (context_facts), with the attribute names they use, so the model reuses them.
+    context_messages: int = Field(default=6, ge=0, le=50)
+    context_tokens: int = Field(default=600, ge=0, le=8000)
+    context_facts: int = Field(default=8, ge=0, le=50)
 
 
 class CompressionSettings(BaseModel):

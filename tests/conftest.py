@@ -110,7 +110,7 @@ def wait_job(
         response = client.get(f"/v1/jobs/{job_id}", headers=headers)
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
-        return body if body["status"] in ("done", "skipped", "failed") else None
+        return body if body["status"] in ("done", "skipped", "dropped", "failed") else None
 
     result: dict[str, Any] = wait_for(finished, timeout=timeout, what=f"job {job_id}")
     return result

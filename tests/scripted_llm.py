@@ -35,6 +35,7 @@ MISBEHAVIOURS = (
 )  # fmt: skip
 # What a misconfigured proxy or a web server at the wrong URL answers: 200, not JSON.
 HTML_BODY = b"<html><body>Welcome to nginx!</body></html>"
+_TURN_START = '<user name="'
 _STATUS_MODE = re.compile(r"^[45]\d\d$")
 # What llama-cpp-python's server answers a json_schema request (HTTP 500): its request model
 # only knows "text" and "json_object", and its route handler turns the validation error
@@ -48,6 +49,8 @@ LLAMA_CPP_JSON_SCHEMA_ERROR = (
 OPENAI_JSON_SCHEMA_ERROR = (
     "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
 )
+# What a server that validates its request strictly answers a schema inside json_object.
+UNRECOGNIZED_SCHEMA_ERROR = "Unrecognized request argument supplied: response_format.schema"
 _ERROR_TEXT = {
     400: ("invalid_request_error", "Invalid request (scripted)."),
     401: ("invalid_request_error", "Incorrect API key provided (scripted)."),
@@ -94,6 +97,12 @@ class ScriptedLLM:
         # Set: chat requests asking for response_format json_schema fail with this status
         # (500 as llama.cpp's server does, 400 as OpenAI's older models do); json_object works.
         self.json_schema_status: int | None = None
+        # Set: a json_object response_format carrying a "schema" (llama.cpp's form) fails
+        # with this status, as a server that validates its request strictly answers.
+        self.json_object_schema_status: int | None = None
+        # Fields left out of every generated fact, as a small model in plain JSON mode
+        # does (issue 25: "subject", and optional ones such as "confidence").
+        self.leave_out: tuple[str, ...] = ()
         self._scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
         self._misbehaviours: list[_Misbehaviour] = []
         self._lock = threading.Lock()
@@ -169,9 +178,16 @@ class ScriptedLLM:
         with self._lock:
             self.json_schema_status = status
 
+    def reject_schema_in_json_object(self, status: int | None = 400) -> None:
+        """Refuse {"type": "json_object", "schema": ...} (None accepts it again)."""
+        with self._lock:
+            self.json_object_schema_status = status
+
     def reset(self) -> None:
         with self._lock:
             self.json_schema_status = None
+            self.json_object_schema_status = None
+            self.leave_out = ()
             self._scripts.clear()
             self._misbehaviours.clear()
             # In place, so a test holding `llm.requests` sees the same list.
@@ -208,10 +224,14 @@ class ScriptedLLM:
                     return last_user
                 return response if isinstance(response, str) else json.dumps(response)
         if self.offline_facts:
-            return json.dumps({"facts": offline_facts(last_user)})
+            return json.dumps({"facts": self._left_out(offline_facts(last_user))})
         if self.facts_per_turn > 0:
-            return json.dumps({"facts": plausible_facts(last_user, self.facts_per_turn)})
+            facts = plausible_facts(last_user, self.facts_per_turn)
+            return json.dumps({"facts": self._left_out(facts)})
         return DEFAULT_REPLY
+
+    def _left_out(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in f.items() if k not in self.leave_out} for f in facts]
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -405,8 +425,12 @@ class _Handler(BaseHTTPRequestHandler):
     # -- failure modes ---------------------------------------------------------------------
 
     def _rejects_format(self, body: dict[str, Any]) -> bool:
-        status = self.server.llm.json_schema_status
         fmt = body.get("response_format")
+        schema_status = self.server.llm.json_object_schema_status
+        if schema_status is not None and isinstance(fmt, dict) and "schema" in fmt:
+            self._send_error(schema_status, UNRECOGNIZED_SCHEMA_ERROR)
+            return True
+        status = self.server.llm.json_schema_status
         if status is None or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
             return False
         if status == 500:
@@ -491,11 +515,15 @@ def _message_text(message: Any) -> str:
 
 
 def _last_user_text(messages: Any) -> str:
+    """The last user message; of an extraction prompt, its turn (from `<user name=` on):
+    the conversation shown before it as context must not match a script of its own."""
     if not isinstance(messages, list):
         return ""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
-            return _message_text(message)
+            text = _message_text(message)
+            turn = text.rfind(_TURN_START)
+            return text[turn:] if turn >= 0 else text
     return ""
 
 

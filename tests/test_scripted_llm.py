@@ -246,8 +246,11 @@ def test_facts_per_turn_default_answer(scripted_llm: ScriptedLLM) -> None:
     turn = '<user name="Ana">\nI adopted a greyhound and started pottery classes.\n</user>'
     facts = json.loads(_ask(_client(scripted_llm), turn))["facts"]
     assert len(facts) == 7
-    kept, invalid, over, reasons = validate_items(facts, max_facts=10, min_confidence=0.3)
-    assert (invalid, over, reasons) == (0, 0, [])
+    validated = validate_items(facts, max_facts=10, min_confidence=0.3)
+    kept = validated.facts
+    assert (validated.dropped_invalid, validated.dropped_over_limit, validated.reasons) == (
+        0, 0, []
+    )  # fmt: skip
     assert {f.type for f in kept} == {
         "fact",
         "preference",
@@ -262,4 +265,4 @@ def test_facts_per_turn_default_answer(scripted_llm: ScriptedLLM) -> None:
     # More facts than keywords still yields distinct, valid facts.
     many = plausible_facts("tea", 14)
     assert len({f["content"] for f in many}) == 14
-    assert validate_items(many, max_facts=20, min_confidence=0.3)[1] == 0
+    assert validate_items(many, max_facts=20, min_confidence=0.3).dropped_invalid == 0

@@ -176,23 +176,27 @@ class ExtractionRun(SQLModel, table=True):
     session_id: str = Field(foreign_key="chat_sessions.id")
     message_id: str = Field(foreign_key="messages.id", index=True)  # the user's message
     reply_message_id: str | None = Field(default=None, max_length=36)
-    status: str = Field(default="pending", max_length=16)  # pending running done failed skipped
+    # pending running retrying done skipped dropped (items returned, none kept) failed staged
+    status: str = Field(default="pending", max_length=16)
     attempts: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
     extractor: str = Field(max_length=16)
     extractor_version: str | None = Field(default=None, max_length=32)
     model: str | None = Field(default=None, max_length=100)  # set on failure too (ADR 0018)
     prompt_hash: str | None = Field(default=None, max_length=32)
-    # The LLM call's response_format (json_schema | json_object), and why json_object when
-    # json_schema was configured: the server rejected it, in this run or an earlier one.
-    response_format: str | None = Field(default=None, max_length=16)
+    # The LLM call's response_format (json_schema | json_object+schema | json_object), and
+    # why not the configured one: the server rejected it, in this run or an earlier one.
+    response_format: str | None = Field(default=None, max_length=32)
     response_format_note: str | None = Field(default=None, max_length=500)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_ms: float = 0.0
     duration_ms: float = 0.0
     facts_extracted: int = 0
-    facts_invalid: int = 0
+    facts_invalid: int = 0  # items dropped: their meaning was missing or unreadable
+    facts_repaired: int = 0  # items kept after a field was filled in or fixed
+    # Why items were dropped (the first few): a `dropped` run (every item) shows them.
+    dropped_reasons: list[str] | None = Field(default=None, sa_column=Column(JSON))
     facts_added: int = 0
     facts_merged: int = 0
     facts_superseded: int = 0

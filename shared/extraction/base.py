@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from shared.extraction.repair import repair_item
 from shared.extraction.schemas import TypedFact, typed_fact_adapter
 
 
@@ -18,6 +19,20 @@ class TurnInput:
     session_date: dt.datetime  # the turn's created_at; relative dates resolve against it
     user_speaker: str = "User"  # the person facts are about, named in every fact's content
     assistant_speaker: str = "Assistant"
+    # Context for the LLM extractor, never a source of facts: the session's messages before
+    # this turn (speaker, text; oldest first) and the person's active facts nearest it.
+    earlier_messages: tuple[tuple[str, str], ...] = ()
+    known_facts: tuple[KnownFact, ...] = ()
+
+
+@dataclass(frozen=True)
+class KnownFact:
+    """An active fact shown to the extractor, with the names its slot uses."""
+
+    type: str
+    content: str
+    attribute: str | None = None  # identity/fact attribute, preference/decision topic
+    value: str | None = None
 
 
 def is_generic_speaker(name: str | None) -> bool:
@@ -32,8 +47,11 @@ class ExtractionResult:
     extractor_version: str
     model: str | None = None
     prompt_hash: str | None = None
-    dropped_invalid: int = 0  # items that failed their type's schema
+    items_returned: int = 0  # the items the reply held, before validation
+    dropped_invalid: int = 0  # items whose meaning was missing or unreadable
+    dropped_low_confidence: int = 0
     dropped_over_limit: int = 0  # valid items beyond max_facts (lowest confidence)
+    repaired: int = 0  # kept after the server filled in or fixed a field
     skipped_reason: str | None = None  # e.g. "small_talk": no extraction was attempted
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -43,6 +61,11 @@ class ExtractionResult:
     response_format_note: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
 
+    @property
+    def all_dropped(self) -> bool:
+        """The reply held items and validation kept none of them: never a quiet "done"."""
+        return self.items_returned > 0 and not self.facts and self.dropped_invalid > 0
+
 
 class Extractor(Protocol):
     kind: Literal["llm", "offline"]
@@ -51,28 +74,43 @@ class Extractor(Protocol):
     def extract(self, turn: TurnInput) -> ExtractionResult: ...
 
 
-def validate_items(
-    items: list[Any], *, max_facts: int, min_confidence: float
-) -> tuple[list[TypedFact], int, int, list[str]]:
-    """Validate raw items against the six schemas; keep the `max_facts` most confident.
+@dataclass
+class Validated:
+    """Validation's outcome for one reply's items."""
 
-    Returns (facts, dropped_invalid, dropped_over_limit, reasons). Items below
-    `min_confidence` count as invalid: they are not stored.
-    """
-    valid: list[TypedFact] = []
-    reasons: list[str] = []
-    for item in items:
+    facts: list[TypedFact]  # valid, at most max_facts, highest confidence first
+    dropped_invalid: int = 0  # items whose meaning was missing or unreadable
+    dropped_low_confidence: int = 0  # the model's own "guessing" (below min_confidence)
+    dropped_over_limit: int = 0  # valid items beyond max_facts (lowest confidence)
+    repaired: int = 0  # kept after a field was filled in or fixed (shared.extraction.repair)
+    reasons: list[str] = field(default_factory=list)  # why items were dropped
+
+
+def validate_items(
+    items: list[Any], *, max_facts: int, min_confidence: float, subject: str | None = None
+) -> Validated:
+    """Repair, then validate raw items against the six schemas; keep the `max_facts` most
+    confident. `subject` (the person the request names) is set on every item."""
+    out = Validated(facts=[])
+    valid: list[tuple[TypedFact, bool]] = []
+    for raw in items:
+        item, changes = repair_item(raw, subject=subject)
         try:
             fact = typed_fact_adapter.validate_python(item)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            reasons.append(f"{loc}: {first['msg']}")
+            out.reasons.append(f"{loc}: {first['msg']}")
+            out.dropped_invalid += 1
             continue
         if fact.confidence < min_confidence:
-            reasons.append(f"confidence {fact.confidence:.2f} below {min_confidence:.2f}")
+            out.reasons.append(f"confidence {fact.confidence:.2f} below {min_confidence:.2f}")
+            out.dropped_low_confidence += 1
             continue
-        valid.append(fact)
-    valid.sort(key=lambda f: f.confidence, reverse=True)
+        valid.append((fact, bool(changes)))
+    valid.sort(key=lambda pair: pair[0].confidence, reverse=True)
     kept = valid[:max_facts]
-    return kept, len(items) - len(valid), len(valid) - len(kept), reasons
+    out.facts = [fact for fact, _ in kept]
+    out.repaired = sum(1 for _, repaired in kept if repaired)
+    out.dropped_over_limit = len(valid) - len(kept)
+    return out

@@ -24,7 +24,9 @@ class LLMExtractor:
     Malformed replies (not JSON, or JSON without a "facts" list) get one repair call inside
     LLMClient, then fail with MalformedOutput, a PermanentError: retrying the same prompt
     with temperature 0 would most likely fail the same way. Items inside "facts" are
-    validated one by one; an invalid item is dropped and counted, never repaired.
+    repaired where their meaning is whole (a field left out takes its default; the subject
+    is always the person the request names) and validated one by one; an item whose
+    meaning is missing is dropped and counted with its reason.
     """
 
     kind: Literal["llm", "offline"] = "llm"
@@ -60,20 +62,24 @@ class LLMExtractor:
         items = reply.data.get("facts") if isinstance(reply.data, dict) else None
         if not isinstance(items, list):  # LLMClient checks the top level; this is for mypy
             raise MalformedOutput("LLM reply has no 'facts' list")
-        facts, dropped_invalid, dropped_over, reasons = validate_items(
+        validated = validate_items(
             items,
             max_facts=self.settings.max_facts_per_turn,
             min_confidence=self.settings.min_confidence,
+            subject=turn.user_speaker,
         )
-        if dropped_invalid:
+        if validated.dropped_invalid:
             logger.info(
                 "dropped invalid facts",
-                extra={"dropped": dropped_invalid, "reasons": reasons[:5]},
+                extra={"dropped": validated.dropped_invalid, "reasons": validated.reasons[:5]},
             )
-        result = self._result(facts, model=reply.model)
-        result.dropped_invalid = dropped_invalid
-        result.dropped_over_limit = dropped_over
-        result.invalid_reasons = reasons
+        result = self._result(validated.facts, model=reply.model)
+        result.items_returned = len(items)
+        result.dropped_invalid = validated.dropped_invalid
+        result.dropped_low_confidence = validated.dropped_low_confidence
+        result.dropped_over_limit = validated.dropped_over_limit
+        result.repaired = validated.repaired
+        result.invalid_reasons = validated.reasons
         result.prompt_tokens = reply.prompt_tokens
         result.completion_tokens = reply.completion_tokens
         result.llm_ms = reply.latency_ms

@@ -6,23 +6,25 @@ import hashlib
 import json
 from string import Template
 
-from shared.extraction.base import TurnInput
+from shared.extraction.base import KnownFact, TurnInput
 from shared.extraction.schemas import strict_json_schema
 
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
-EXTRACTOR_VERSION = "llm-2"  # llm-2: endings (`ended`), one preference slot per thing
+EXTRACTOR_VERSION = "llm-3"  # llm-3: reads the conversation and known facts; subject by server
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
 # `$max_facts` is a string.Template field; the JSON examples keep their braces as they are.
 EXTRACTION_SYSTEM_PROMPT = """\
-You extract long-term memories about one person from a single chat turn.
+You extract long-term memories about one person from the latest turn of a chat.
 
-The request names the person, gives the session date with its weekday, and shows what the \
-person said and what the assistant replied. Extract at most $max_facts facts about that \
-person that would still be worth knowing in a conversation weeks from now. When nothing \
-qualifies, answer {"facts": []}; an empty list is a normal answer.
+The request names the person, gives the session date with its weekday, and may show, as \
+context, the conversation before the turn and what is already known about the person. Then \
+it shows the turn: what the person said and what the assistant replied. Extract at most \
+$max_facts facts about that person, stated in the turn, that would still be worth knowing in \
+a conversation weeks from now. When nothing qualifies, answer {"facts": []}; an empty list \
+is a normal answer.
 
 Fact types (the "type" field), each with its own fields:
 - identity: a stable attribute of who the person is (attribute, value).
@@ -54,8 +56,12 @@ Rules:
 1. content is one atomic sentence in the third person that names the person: \
 "Ana lives in Berlin." Never write "I", "the user", or a bare "he"/"she". One fact per \
 sentence: "I live in Berlin and work at Zalando" is two facts.
-2. subject is the person's name exactly as the request gives it, for every type; the \
-other person in a relationship goes in "person".
+2. Facts come only from the turn. The earlier conversation and the known facts are there \
+to understand it: when the person answers a question ("the first one!!", "yes", "nah the \
+other way round"), write the fact in full with what the question offered ("Priya took the \
+job at Arup."); when they say something ended ("I quit", "we broke up"), name what ended \
+from the known facts. Never repeat a known fact the turn does not change. The other person \
+in a relationship goes in "person".
 3. Dates: resolve every relative date ("yesterday", "next Friday", "last month", "in two \
 weeks") against the session date to an absolute date, and write the absolute date in \
 content ("on 3 May 2024", "in April 2024"), never the relative words. Set valid_from \
@@ -65,15 +71,18 @@ month, its first day); otherwise null. target_date is YYYY-MM-DD or null.
 understanding them; never take a fact from it unless the person confirms it \
 ("yes, exactly").
 5. Skip small talk, greetings, questions the person asks, hypotheticals ("if I lived in \
-Paris..."), jokes, and passing states that will not matter later ("I'm tired today"). \
-Facts about other people belong only in a relationship to the person.
+Paris..."), plans they are only weighing, jokes, and passing states that will not matter \
+later ("I'm tired today"). Never turn a question into a fact, and never guess what was not \
+said (an age from a running distance, a city from a trip). Facts about other people belong \
+only in a relationship to the person.
 6. confidence (0 to 1) is how sure you are that the person stated this as true of \
 themselves: 0.9 or more when said outright, about 0.7 when clearly implied, below 0.5 \
 when guessing (better left out).
 7. attribute and topic are short snake_case nouns, named the same way every time, so a \
-later fact about the same thing replaces the earlier one. For identity use one of these \
-when it fits: name, age, birthday, location, hometown, occupation, employer, nationality, \
-language, pronouns.
+later fact about the same thing replaces the earlier one: reuse the attribute a known fact \
+has for the same thing. For identity use one of these when it fits: name, age, birthday, \
+location (where they live), hometown, occupation (what they do), employer (where they \
+work), nationality, language, pronouns, relationship_status.
    For fact use these when they fit: pet (one fact per pet, value: its name), diet, \
 allergy, condition, car. Attributes a person holds several values of at once (language, \
 pet, hobby, child, sport, instrument, allergy, condition) never replace each other.
@@ -98,13 +107,26 @@ where unknown.
 EXTRACTION_USER_TEMPLATE = """\
 Session date: $date ($weekday)
 Person: $user
-Extract facts about $user from this turn.
+$context_blocks
+Extract facts about $user from this turn only.
 
 <user name="$user">
 $user_message
 </user>
 
 $assistant_block"""
+
+# Context only: marked so the model takes no fact from it (rule 2).
+_EARLIER_BLOCK = """\
+<earlier_conversation note="context only, not a source of facts">
+$lines
+</earlier_conversation>
+"""
+_KNOWN_BLOCK = """\
+<known_facts about="$user" note="already remembered; reuse their attribute names">
+$lines
+</known_facts>
+"""
 
 _ASSISTANT_BLOCK = """\
 <assistant name="$assistant">
@@ -115,8 +137,16 @@ _NO_ASSISTANT = "(no assistant reply in this turn)\n"
 
 
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
-    """The (system, user) messages for one extraction call."""
+    """The (system, user) messages for one extraction call: the static system prompt first,
+    so providers (and llama.cpp's prefix reuse) cache it, then this turn's details."""
     system = Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=max_facts)
+    blocks = ""
+    if turn.earlier_messages:
+        lines = "\n".join(f"{who}: {text.strip()}" for who, text in turn.earlier_messages)
+        blocks += Template(_EARLIER_BLOCK).substitute(lines=lines)
+    if turn.known_facts:
+        lines = "\n".join(_known_line(fact) for fact in turn.known_facts)
+        blocks += Template(_KNOWN_BLOCK).substitute(user=turn.user_speaker, lines=lines)
     if turn.assistant_message and turn.assistant_message.strip():
         assistant_block = Template(_ASSISTANT_BLOCK).substitute(
             assistant=turn.assistant_speaker, assistant_message=turn.assistant_message.strip()
@@ -127,16 +157,23 @@ def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[
         date=turn.session_date.date().isoformat(),
         weekday=turn.session_date.strftime("%A"),
         user=turn.user_speaker,
+        context_blocks=blocks,
         user_message=turn.user_message.strip(),
         assistant_block=assistant_block,
     )
     return system, user
 
 
+def _known_line(fact: KnownFact) -> str:
+    named = f" ({fact.attribute}: {fact.value})" if fact.attribute and fact.value else ""
+    return f"- {fact.type}{named}: {fact.content}"
+
+
 def prompt_hash() -> str:
     """Identifies the extraction prompt: changes whenever its templates or schema change."""
     digest = hashlib.sha256()
-    for part in (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK):
+    templates = (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK)
+    for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(json.dumps(strict_json_schema(), sort_keys=True).encode())

@@ -72,7 +72,10 @@ class _FactBase(BaseModel):
         # No subject: every fact of a user is about that user (other people are in
         # relationships), and the name they go by may come or change ("I'm Ben").
         parts = ":".join(p if p == "*" else slot_part(p) for p in attribute.split(":", 1))
-        return f"{self.type}/{parts}"  # type: ignore[attr-defined]
+        kind = self.type  # type: ignore[attr-defined]
+        if kind == "fact" and parts.split(":", 1)[0] in IDENTITY_ATTRIBUTES:
+            kind = "identity"  # "works at Arup" filed as a fact still replaces the employer
+        return f"{kind}/{parts}"
 
     @property
     def details(self) -> dict[str, Any]:
@@ -109,21 +112,73 @@ _SINGULAR = {
 }
 
 
+# One thing is one slot whatever a model calls it: "job", "company" and "employer" name the
+# same attribute, so a new job replaces the old one (issue 25).
+ATTRIBUTE_ALIASES = {
+    **{name: "employer" for name in (
+        "job", "work", "company", "workplace", "works_at", "work_place", "employer_name",
+        "current_employer", "current_job", "current_company", "organization", "organisation",
+        "firm", "job_company", "place_of_work",
+    )},
+    **{name: "location" for name in (
+        "city", "lives_in", "live", "living_in", "residence", "home", "home_city", "current_city",
+        "current_location", "place_of_residence", "residence_city", "town", "address",
+        "city_of_residence", "living_location",
+    )},
+    **{name: "occupation" for name in (
+        "job_title", "title", "profession", "role", "position", "career", "work_role",
+    )},
+    **{name: "hometown" for name in ("birthplace", "home_town", "place_of_birth", "origin")},
+    **{name: "name" for name in ("first_name", "full_name", "given_name")},
+    "citizenship": "nationality",
+    "marital_status": "relationship_status",
+    "dog": "pet",
+    "cat": "pet",
+    "pet_name": "pet",
+    "dietary_preference": "diet",
+    "diet_type": "diet",
+    "spoken_language": "language",
+}  # fmt: skip
+# Attributes of who the person is: one slot whether a model files them as identity or fact.
+IDENTITY_ATTRIBUTES = frozenset(
+    {
+        "name", "age", "birthday", "location", "hometown", "occupation", "employer",
+        "nationality", "language", "pronouns", "relationship_status",
+    }
+)  # fmt: skip
+
+
+def canonical_attribute(attribute: str) -> str:
+    """The attribute's one name: case and spaces folded, plurals and aliases mapped."""
+    if attribute.strip() == "*":
+        return "*"
+    key = slot_part(attribute)
+    key = _SINGULAR.get(key, key)
+    return ATTRIBUTE_ALIASES.get(key, key) or attribute
+
+
 def _attribute_slot(attribute: str, value: str) -> str | None:
     """The slot attribute of an attribute/value fact: a multi-valued attribute keeps one
     slot per value ("pet:rex"), any other one slot whose value a new fact replaces."""
     if attribute.strip() == "*":
         return None  # "whatever it was": an ending found by its value (memory.beliefs)
-    attribute = _SINGULAR.get(slot_part(attribute), attribute)
-    if slot_part(attribute) in MULTI_VALUED_ATTRIBUTES:
+    attribute = canonical_attribute(attribute)
+    if attribute in MULTI_VALUED_ATTRIBUTES:
         return f"{attribute}:{value}"
     return attribute
 
 
 class IdentityFact(_FactBase):
     type: Literal["identity"]
-    attribute: str = Field(min_length=1, max_length=60, description="name, age, job, city...")
+    attribute: str = Field(
+        min_length=1, max_length=60, description="location, employer, occupation, name, age..."
+    )
     value: str = Field(min_length=1, max_length=200)
+
+    @field_validator("attribute")
+    @classmethod
+    def _one_name(cls, attribute: str) -> str:
+        return canonical_attribute(attribute)
 
     def slot_attribute(self) -> str | None:
         return _attribute_slot(self.attribute, self.value)
@@ -156,6 +211,11 @@ class GeneralFact(_FactBase):
         default=None, max_length=60, description="set only when the fact has one current value"
     )
     value: str | None = Field(default=None, max_length=200)
+
+    @field_validator("attribute")
+    @classmethod
+    def _one_name(cls, attribute: str | None) -> str | None:
+        return canonical_attribute(attribute) if attribute else attribute
 
     def slot_attribute(self) -> str | None:
         if not (self.attribute and self.value):
@@ -238,13 +298,24 @@ def thing_key(value: str) -> str:
     return slot_part(core_words(value))
 
 
-def strict_json_schema() -> dict[str, Any]:
+_BASE_FIELDS_LAST = ("content", "ended", "valid_from", "confidence", "tags")
+
+
+def strict_json_schema(*, server_filled: tuple[str, ...] = ("subject",)) -> dict[str, Any]:
     """The response schema sent to the LLM: OpenAI "strict" rules (every key required,
-    no extra keys, optional values as nullable)."""
+    no extra keys, optional values as nullable). The `server_filled` fields are not asked
+    of the model: the server sets them (the subject is the person the request names)."""
 
     def strictify(node: Any) -> Any:
         if isinstance(node, dict):
             node = {k: strictify(v) for k, v in node.items() if k not in ("title", "default")}
+            if "properties" in node:
+                # The model writes keys in this order under a grammar: what kind of fact and
+                # its fields first, then the sentence that states them, then the rest.
+                props = {k: v for k, v in node["properties"].items() if k not in server_filled}
+                first = [k for k in props if k not in _BASE_FIELDS_LAST]
+                last = [k for k in _BASE_FIELDS_LAST if k in props]
+                node["properties"] = {k: props[k] for k in first + last}
             if node.get("type") == "object" and "properties" in node:
                 node["required"] = list(node["properties"])
                 node["additionalProperties"] = False

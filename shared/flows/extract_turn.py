@@ -6,6 +6,7 @@ re-derives the same fact ids, so nothing is counted or stored twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from shared.errors import DomainError, PermanentError, TransientError, Unavailab
 from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speaker
 from shared.memory.message_search import index_messages, turn_message_ids
 from shared.memory.reader import introduced_name
+from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts
 from shared.records.runs import record_run_error
 from shared.runtime import Runtime
@@ -27,6 +29,9 @@ from shared.runtime import Runtime
 log = logging.getLogger(__name__)
 
 FINISHED = ("done", "skipped", "staged")
+# The model answered with items and every one was dropped: not "nothing worth remembering"
+# but a run a person looks at and retries (ops lists it beside the failed ones).
+DROPPED = "dropped"
 # Replay modes that extract into the run's `staged` field instead of writing memory.
 STAGING_MODES = ("dry_run", "rebuild")
 
@@ -101,6 +106,8 @@ def run_extraction(
                     reply_id=run.reply_message_id,
                 ),
             )
+        if runtime.extractor.kind == "llm":
+            turn = _with_known_facts(runtime, run, turn)
         result = runtime.extractor.extract(turn)
         grown = run.session_id if run.reply_message_id and not replay else None
         if run.replay_mode in STAGING_MODES and not result.skipped_reason:
@@ -111,10 +118,14 @@ def run_extraction(
             _finish(runtime, run_id, outcome, result_fields=fields, started=started)
             return outcome
         if result.skipped_reason or not result.facts:
+            status = "skipped" if result.skipped_reason else "done"
             outcome = RunOutcome(
-                run_id, "skipped" if result.skipped_reason else "done", compress_session_id=grown
+                run_id, DROPPED if result.all_dropped else status, compress_session_id=grown
             )
-            _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
+            fields = _result_fields(result)
+            if result.all_dropped:
+                fields["error"] = _dropped_error(result)
+            _finish(runtime, run_id, outcome, result_fields=fields, started=started)
             return outcome
         embeddings = runtime.embedder.embed([f.content for f in result.facts])
         prov = provenance_for(
@@ -206,16 +217,45 @@ def _claim(
         run.updated_at = run.started_at
         session.add(run)
         _set_message_status(session, run, "running")
+        speaker = _speaker(session, message)
+        context = runtime.settings.extraction
         turn = TurnInput(
             user_message=message.content,
             assistant_message=reply.content if reply else None,
             session_date=message.created_at,
-            user_speaker=_speaker(session, message),
+            user_speaker=speaker,
             assistant_speaker=(reply.speaker if reply and reply.speaker else "Assistant"),
+            earlier_messages=earlier_messages(
+                session,
+                message,
+                user_speaker=speaker,
+                limit=context.context_messages if runtime.extractor.kind == "llm" else 0,
+                max_tokens=context.context_tokens,
+            ),
         )
         session.flush()
         session.expunge(run)
         return turn, run
+
+
+def _with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> TurnInput:
+    """The turn with the user's active facts nearest it, for the LLM to reuse their names and
+    to name what an ending ends ("I quit" → the employer it knows)."""
+    limit = runtime.settings.extraction.context_facts
+    if limit <= 0:
+        return turn
+    with Session(runtime.read_engine) as session:
+        known = known_facts(
+            session,
+            facts=runtime.facts_of(tenant_id=run.tenant_id, user_id=run.user_id),
+            embedder=runtime.embedder,
+            user_id=run.user_id,
+            # The message before the turn too: "I quit" is near nothing; the question it answers
+            # ("How's the new job at Arup?") is near the employer.
+            text=" ".join([*(text for _, text in turn.earlier_messages[-1:]), turn.user_message]),
+            limit=limit,
+        )
+    return dataclasses.replace(turn, known_facts=known)
 
 
 def _speaker(session: Session, message: Message) -> str:
@@ -224,6 +264,17 @@ def _speaker(session: Session, message: Message) -> str:
     if message.speaker and not is_generic_speaker(message.speaker):
         return message.speaker
     return introduced_name(session, message.user_id) or message.speaker or "User"
+
+
+_REASONS_KEPT = 10  # of a run's dropped items, the first reasons: enough to see the pattern
+
+
+def _dropped_error(result: ExtractionResult) -> str:
+    reasons = "; ".join(result.invalid_reasons[:3])
+    return (
+        f"the model returned {result.items_returned} item(s) and none could be kept "
+        f"({result.dropped_invalid} invalid: {reasons}); retry it, or replay the turn"
+    )
 
 
 def _result_fields(result: ExtractionResult) -> dict[str, object]:
@@ -239,6 +290,8 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
         "response_format_note": result.response_format_note,
         "facts_extracted": len(result.facts),
         "facts_invalid": result.dropped_invalid,
+        "facts_repaired": result.repaired,
+        "dropped_reasons": result.invalid_reasons[:_REASONS_KEPT] or None,
         "skipped_reason": result.skipped_reason,
     }
 
@@ -255,10 +308,10 @@ def _finish(
         run = session.get(ExtractionRun, run_id)
         if run is None:
             return
+        run.error = None
         for key, value in result_fields.items():
             setattr(run, key, value)
         run.status = outcome.status
-        run.error = None
         run.facts_added = outcome.added
         run.facts_merged = outcome.merged
         run.facts_superseded = outcome.superseded

@@ -23,7 +23,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, update
+from sqlalchemy import func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -50,7 +50,7 @@ from shared.records import replay
 from shared.records.replay import (
     ReplayIn,
 )
-from shared.records.runs import OPEN
+from shared.records.runs import OPEN, RETRYABLE
 from shared.runtime import Runtime
 from shared.vectors.scope import UserVectors
 
@@ -91,7 +91,13 @@ def create_job(*, session: Session, runtime: Runtime, body: ReplayIn) -> ReplayJ
         if body.until:
             query = query.where(col(Message.created_at) < body.until)
     if body.stale_only:
-        query = query.where(func.coalesce(ExtractionRun.extractor_version, "") != extractor.version)
+        # Turns extracted by another version, and those whose run kept nothing it was given.
+        query = query.where(
+            or_(
+                func.coalesce(ExtractionRun.extractor_version, "") != extractor.version,
+                col(ExtractionRun.status).in_(RETRYABLE),
+            )
+        )
     job = ReplayJob(
         tenant_id=body.tenant_id,
         mode=body.mode,

@@ -35,6 +35,12 @@ _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
+# llama.cpp's servers (and llama-cpp-python's) constrain decoding to a schema given inside
+# a json_object response_format: the server keeps the schema when it rejects json_schema.
+JSON_OBJECT_SCHEMA = "json_object+schema"
+# The ladder down (ADR 0018, 0021): a server that rejects a format gets the next one at once.
+_NEXT_FORMAT = {JSON_SCHEMA: JSON_OBJECT_SCHEMA, JSON_OBJECT_SCHEMA: JSON_OBJECT}
+_FORMAT_RANK = {JSON_SCHEMA: 0, JSON_OBJECT_SCHEMA: 1, JSON_OBJECT: 2}
 # ADR 0018: how a server that cannot do structured outputs is told from a failing one.
 _NAMES_THE_FORMAT = re.compile(r"response_format|json_schema|structured output", re.IGNORECASE)
 _SAYS_UNSUPPORTED = re.compile(
@@ -61,29 +67,37 @@ def rejects_structured_output(status: int, said: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class LearnedFormat:
+    type: str  # the format the server took after rejecting the one(s) before it
+    reason: str  # why: the rejection, in the server's words
+
+
 class StructuredOutputFallbacks:
-    """The (base_url, model) pairs seen to reject json_schema and take json_object, with
-    why, for the life of the process: later calls go straight to json_object."""
+    """The (base_url, model) pairs seen to reject json_schema, with the format they took and
+    why, for the life of the process: later calls go straight to that format."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._reasons: dict[tuple[str, str], str] = {}
+        self._learned: dict[tuple[str, str], LearnedFormat] = {}
 
-    def reason(self, base_url: str, model: str) -> str | None:
+    def learned(self, base_url: str, model: str) -> LearnedFormat | None:
         with self._lock:
-            return self._reasons.get((base_url, model))
+            return self._learned.get((base_url, model))
 
-    def remember(self, base_url: str, model: str, reason: str) -> None:
+    def remember(self, base_url: str, model: str, fmt: str, reason: str) -> None:
         with self._lock:
-            self._reasons.setdefault((base_url, model), reason)
+            known = self._learned.get((base_url, model))
+            if known is None or _FORMAT_RANK[fmt] > _FORMAT_RANK[known.type]:
+                self._learned[(base_url, model)] = LearnedFormat(fmt, reason)
 
-    def items(self) -> dict[tuple[str, str], str]:
+    def items(self) -> dict[tuple[str, str], LearnedFormat]:
         with self._lock:
-            return dict(self._reasons)
+            return dict(self._learned)
 
     def clear(self) -> None:
         with self._lock:
-            self._reasons.clear()
+            self._learned.clear()
 
 
 # One per process, shared by every LLMClient (extraction and summaries make their own).
@@ -95,7 +109,7 @@ class CallFormat:
     """The response_format a call used; `note` says why json_object when json_schema was
     configured (None when the configured format was used)."""
 
-    type: str  # json_schema | json_object
+    type: str  # json_schema | json_object+schema | json_object
     note: str | None = None
 
     def details(self) -> dict[str, Any]:
@@ -182,17 +196,23 @@ class LLMClient:
         fmt = self._format()
         started = time.perf_counter()
         messages = _messages(system, user, schema, fmt)
-        try:
-            first = self._call(messages, fmt, schema, schema_name, max_tokens)
-        except _StructuredOutputRejected as rejected:
-            # Once, at once: the same call in JSON mode, the schema moved into the prompt.
-            note = f"fell back to json_object: {rejected.reason}"
-            fmt = CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
-            messages = _messages(system, user, schema, fmt)
-            first = self._call(messages, fmt, schema, schema_name, max_tokens)
-            self.fallbacks.remember(self.base_url, self.settings.model, rejected.reason)
+        first: _Call | None = None
+        while first is None:
+            try:
+                first = self._call(messages, fmt, schema, schema_name, max_tokens)
+            except _StructuredOutputRejected as rejected:
+                # At once, one step down the ladder: the schema inside json_object (which
+                # llama.cpp's servers decode by), then JSON mode with the schema in the prompt.
+                step = _NEXT_FORMAT[fmt.type]
+                note = f"fell back to {step}: {rejected.reason}"
+                fmt = CallFormat(step, note[:NOTE_CHARS])
+                messages = _messages(system, user, schema, fmt)
+        if fmt.note is not None and fmt.type != self.settings.response_format:
+            self.fallbacks.remember(self.base_url, self.settings.model, fmt.type, fmt.note)
             logger.warning(
-                "llm server rejects json_schema; using json_object for this model from now on",
+                "llm server rejects %s; using %s for this model from now on",
+                self.settings.response_format,
+                fmt.type,
                 extra={"model": self.settings.model, "base_url": self.base_url},
             )
         data, problem = _parse(first.text, schema)
@@ -249,15 +269,14 @@ class LLMClient:
         return reply
 
     def _format(self) -> CallFormat:
-        """The configured format, unless this server already rejected json_schema."""
-        if self.settings.response_format == JSON_OBJECT:
-            return CallFormat(JSON_OBJECT)
+        """The configured format, unless this server already rejected it."""
+        configured = self.settings.response_format
         if self.settings.fallback_to_json_object:
-            reason = self.fallbacks.reason(self.base_url, self.settings.model)
-            if reason is not None:
-                note = f"json_object since an earlier call: {reason}"
-                return CallFormat(JSON_OBJECT, note[:NOTE_CHARS])
-        return CallFormat(JSON_SCHEMA)
+            learned = self.fallbacks.learned(self.base_url, self.settings.model)
+            if learned is not None and _FORMAT_RANK[learned.type] > _FORMAT_RANK[configured]:
+                note = f"{learned.type} since an earlier call: {learned.reason}"
+                return CallFormat(learned.type, note[:NOTE_CHARS])
+        return CallFormat(configured)
 
     def _call(
         self,
@@ -269,6 +288,8 @@ class LLMClient:
     ) -> _Call:
         if fmt.type == JSON_OBJECT:
             response_format: Any = {"type": JSON_OBJECT}
+        elif fmt.type == JSON_OBJECT_SCHEMA:
+            response_format = {"type": JSON_OBJECT, "schema": schema}
         else:
             response_format = {
                 "type": JSON_SCHEMA,
@@ -329,10 +350,10 @@ class LLMClient:
         if not rejects_structured_output(exc.status_code, f"{said} {_body_text(exc)}"):
             return None
         status = exc.status_code
-        if fmt.type == JSON_SCHEMA and self.settings.fallback_to_json_object:
-            reason = f"the server rejected json_schema (HTTP {status}: {said})"
+        if fmt.type in _NEXT_FORMAT and self.settings.fallback_to_json_object:
+            reason = f"the server rejected {fmt.type} (HTTP {status}: {said})"
             return _StructuredOutputRejected(reason[:_REASON_CHARS])
-        if fmt.type == JSON_SCHEMA:
+        if fmt.type != JSON_OBJECT:
             advice = (
                 "set TIERMEM_LLM__RESPONSE_FORMAT=json_object "
                 "(or TIERMEM_LLM__FALLBACK_TO_JSON_OBJECT=true)"
@@ -401,8 +422,11 @@ class LLMClient:
             return f"LLM rejected the request ({status}) at {where}{hint}"
         return self.endpoint.advice(status, model)
 
-    def _not_an_api(self, problem: object, fmt: CallFormat) -> PermanentError:
-        return PermanentError(
+    def _not_an_api(self, problem: object, fmt: CallFormat) -> TransientError:
+        # Retried like a 502: a proxy's error page is often passing. A base_url that points at
+        # a web page answers the same every time, and the run fails with this advice once
+        # its retries are spent.
+        return TransientError(
             self.endpoint.not_an_api(problem),
             details={"base_url": self.base_url, "model": self.settings.model, **fmt.details()},
         )
@@ -411,8 +435,9 @@ class LLMClient:
 def _messages(
     system: str, user: str, schema: dict[str, Any], fmt: CallFormat
 ) -> list[ChatCompletionMessageParam]:
-    # JSON mode does not send the schema, so the prompt carries it.
-    if fmt.type == JSON_OBJECT:
+    # JSON mode does not send the schema, so the prompt carries it; so it does beside a
+    # json_object schema, which a server may take without decoding by it.
+    if fmt.type != JSON_SCHEMA:
         system = system + json_mode_instructions(schema)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

@@ -66,7 +66,7 @@ def typed_facts(text: str, *, said_at: dt.datetime) -> list[TypedFact]:
     if len(text.strip()) < CONTENT_MIN:
         return []
     items = extract_items(first_person(text), speaker=SUBJECT, session_date=said_at)
-    facts, _, _, _ = validate_items(items, max_facts=10, min_confidence=0.3)
+    facts = validate_items(items, max_facts=10, min_confidence=0.3).facts
     if facts:
         return facts
     return [

@@ -13,6 +13,7 @@ from shared.errors import Conflict, InvalidInput
 from shared.inputs import RequestModel
 from shared.ops.queues import PAUSED_KEY, QUEUES
 from shared.ops.workers import redis_client
+from shared.records.runs import RETRYABLE
 
 MAX_RETRY_BATCH = 10_000
 
@@ -44,12 +45,13 @@ def retry_failed_runs(
     tenant_id: str | None = None,
     limit: int = MAX_RETRY_BATCH,
 ) -> tuple[list[str], list[str]]:
-    """Put failed extraction runs back to pending (committed); the caller enqueues them.
+    """Put failed and dropped extraction runs back to pending (committed); the caller
+    enqueues them.
 
-    `run_ids` names runs one by one; without it every failed run (of `tenant_id`, if
-    given) up to `limit`, oldest first. Returns (retried, skipped: not found or not failed).
+    `run_ids` names runs one by one; without it every failed or dropped run (of `tenant_id`,
+    if given) up to `limit`, oldest first. Returns (retried, skipped: not found or neither).
     """
-    query = select(ExtractionRun.id).where(ExtractionRun.status == "failed")
+    query = select(ExtractionRun.id).where(col(ExtractionRun.status).in_(RETRYABLE))
     if run_ids is not None:
         if not run_ids:
             raise InvalidInput("run_ids is empty: name the runs, or leave it out to retry all")
@@ -62,7 +64,7 @@ def retry_failed_runs(
         now = utcnow()
         session.execute(
             update(ExtractionRun)
-            .where(col(ExtractionRun.id).in_(ids), col(ExtractionRun.status) == "failed")
+            .where(col(ExtractionRun.id).in_(ids), col(ExtractionRun.status).in_(RETRYABLE))
             .values(status="pending", error=None, enqueued_at=now, finished_at=None, updated_at=now)
         )
         session.execute(

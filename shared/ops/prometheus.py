@@ -148,12 +148,13 @@ def _runs(out: list[Metric], session: Session) -> None:
         FACT_BUCKETS,
         _histogram_row(session, col(ExtractionRun.facts_extracted), FACT_BUCKETS),
     )
-    added, merged, superseded, invalid = session.execute(
+    added, merged, superseded, invalid, repaired = session.execute(
         select(
             func.sum(ExtractionRun.facts_added),
             func.sum(ExtractionRun.facts_merged),
             func.sum(ExtractionRun.facts_superseded),
             func.sum(ExtractionRun.facts_invalid),
+            func.sum(ExtractionRun.facts_repaired),
         )
     ).one()
     dedup = _family(
@@ -165,6 +166,13 @@ def _runs(out: list[Metric], session: Session) -> None:
         out, "counter", "tiermem_facts_invalid_total", "extracted items dropped by validation"
     )
     _add(dropped, int(invalid or 0))
+    fixed = _family(
+        out,
+        "counter",
+        "tiermem_facts_repaired_total",
+        "extracted items kept after the server filled in or fixed a field",
+    )
+    _add(fixed, int(repaired or 0))
 
 
 def _llm(out: list[Metric], session: Session) -> None:

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
 from shared.ops.workers import HeartbeatStore, WorkerInfo
+from shared.records.runs import RETRYABLE
 
 # The queue names (workers.queues routes tasks to them). Maintenance (the outbox sweep)
 # has no SQL runs of its own: ops shows its broker numbers only.
@@ -36,11 +37,12 @@ PAUSED_KEY = "tiermem:ops:paused"  # a Redis set of paused queue names
 
 class Window(BaseModel):
     minutes: int
-    finished: int  # done + skipped + failed
+    finished: int  # done + skipped + dropped + failed
     failed: int
+    dropped: int = 0  # extraction runs whose model returned items and none could be kept
     retried: int  # finished runs that needed more than one attempt
     per_minute: float  # finished ÷ minutes
-    failure_rate: float  # failed ÷ finished (0 when none finished)
+    failure_rate: float  # (failed + dropped) ÷ finished (0 when none finished)
     duration_ms_p50: float | None
     duration_ms_p95: float | None
 
@@ -172,7 +174,9 @@ def _windows(session: Session, model: Any, scope: Any, now: dt.datetime) -> list
         select(model.finished_at, model.status, model.attempts, model.duration_ms).where(
             scope,
             col(model.finished_at) >= since,
-            col(model.status).in_(("done", "skipped", "failed", "cannot_fit", "partial")),
+            col(model.status).in_(
+                ("done", "skipped", "dropped", "failed", "cannot_fit", "partial")
+            ),
         )
     ).all()
     return _cut_windows(rows, now)
@@ -184,15 +188,17 @@ def _cut_windows(rows: Sequence[Any], now: dt.datetime) -> list[Window]:
         start = now - dt.timedelta(minutes=minutes)
         inside = [r for r in rows if utc(r[0]) >= start]
         failed = sum(1 for r in inside if r[1] == "failed")
+        dropped = sum(1 for r in inside if r[1] == "dropped")
         durations = [float(r[3]) for r in inside if r[1] != "failed"]
         windows.append(
             Window(
                 minutes=minutes,
                 finished=len(inside),
                 failed=failed,
+                dropped=dropped,
                 retried=sum(1 for r in inside if r[2] > 1),
                 per_minute=round(len(inside) / minutes, 2),
-                failure_rate=round(failed / len(inside), 4) if inside else 0.0,
+                failure_rate=round((failed + dropped) / len(inside), 4) if inside else 0.0,
                 duration_ms_p50=percentile_of(durations, 50),
                 duration_ms_p95=percentile_of(durations, 95),
             )
@@ -231,7 +237,7 @@ def _sql_queue(
     ).one()
     failed = session.exec(
         select(model)
-        .where(scope, model.status == "failed")
+        .where(scope, col(model.status).in_(RETRYABLE))
         .order_by(col(model.finished_at).desc())
         .limit(failed_limit)
     ).all()

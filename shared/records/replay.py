@@ -40,7 +40,10 @@ class ReplayIn(RequestModel):
     )
     stale_only: bool = Field(
         default=False,
-        description="only turns whose last extraction used another extractor version",
+        description=(
+            "only turns whose last extraction used another extractor version, or kept none of "
+            "what it extracted (failed or dropped)"
+        ),
     )
 
     @model_validator(mode="after")

@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 Run = TypeVar("Run", ExtractionRun, CompressionRun)
 # A run in one of these may still be executed (running: its worker died; the task came back).
 OPEN = ("pending", "running", "retrying")
+# Extraction runs that ended without memory to show for it, which a person retries:
+# failed, and dropped (the model answered with items and none could be kept).
+RETRYABLE = ("failed", "dropped")
 _KIND = {ExtractionRun: "extraction", CompressionRun: "compression"}
 
 
@@ -61,7 +64,9 @@ def record_run_error(
 class JobPublic(BaseModel):
     id: str
     kind: str = "extract_turn"
-    # pending → running → done | skipped | failed; "retrying" between attempts
+    # pending → running → done | skipped | dropped | failed; "retrying" between attempts.
+    # dropped: the model answered with items and none could be kept (dropped_reasons says
+    # why); retried by POST /v1/ops/runs/retry like a failed run.
     status: str
     attempts: int
     error: str | None
@@ -70,13 +75,15 @@ class JobPublic(BaseModel):
     extractor: str  # "llm" or "offline" (the labelled rule-based fallback)
     extractor_version: str | None
     model: str | None  # the model called, on failure too
-    # "json_schema" or "json_object"; the note says why json_object when json_schema was
-    # configured ("fell back to json_object: the server rejected json_schema (HTTP 500: ...)").
+    # "json_schema", "json_object+schema" or "json_object"; the note says why not the configured
+    # one ("fell back to json_object+schema: the server rejected json_schema (HTTP 500: ...)").
     response_format: str | None = None
     response_format_note: str | None = None
     prompt_hash: str | None
     facts_extracted: int
-    facts_invalid: int
+    facts_invalid: int  # items dropped: their meaning was missing or unreadable
+    facts_repaired: int = 0  # items kept after the server filled in or fixed a field
+    dropped_reasons: list[str] | None = None
     facts_added: int
     facts_merged: int
     facts_superseded: int

@@ -201,7 +201,7 @@ def test_malformed_output_twice_fails_visibly(
     assert job["response_format"] == "json_schema" and job["response_format_note"] is None
 
 
-def test_a_server_without_structured_outputs_is_answered_in_json_mode(
+def test_a_server_without_structured_outputs_gets_the_schema_inside_json_object(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.reject_json_schema()  # HTTP 500 naming json_schema, as llama.cpp's server
@@ -210,31 +210,105 @@ def test_a_server_without_structured_outputs_is_answered_in_json_mode(
     )
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"])
     assert job["status"] == "done" and job["attempts"] == 1 and job["facts_added"] == 1
-    assert job["response_format"] == "json_object"
+    assert job["response_format"] == "json_object+schema"
     assert job["response_format_note"].startswith(
-        "fell back to json_object: the server rejected json_schema (HTTP 500: "
+        "fell back to json_object+schema: the server rejected json_schema (HTTP 500: "
     )
-    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()] == [
-        "json_schema",
-        "json_object",
-    ]
+    sent = [r["response_format"] for r in scripted_llm.chat_requests()]
+    assert [r["type"] for r in sent] == ["json_schema", "json_object"]
+    assert "schema" in sent[1]  # what llama.cpp's server decodes by
 
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I like skiing"))["job_id"])
-    assert job["status"] == "done" and job["response_format"] == "json_object"
-    assert job["response_format_note"].startswith("json_object since an earlier call: ")
-    assert len(scripted_llm.chat_requests()) == 3  # straight to json_object
+    assert job["status"] == "done" and job["response_format"] == "json_object+schema"
+    assert job["response_format_note"].startswith("json_object+schema since an earlier call: ")
+    assert len(scripted_llm.chat_requests()) == 3  # straight to json_object+schema
 
     # The ops view lists the model running in fallback, with what its server said.
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     snap = client.get("/v1/ops/queues", headers=admin).json()
     (fallback,) = snap["llm_format_fallbacks"]
     assert (fallback["model"], fallback["runs"], fallback["runs_15m"]) == ("gpt-4o-mini", 2, 2)
-    assert fallback["note"].startswith("json_object since an earlier call: ")
+    assert fallback["note"].startswith("json_object+schema since an earlier call: ")
     metrics = client.get("/metrics", headers=admin).text
     assert 'tiermem_llm_structured_output_fallbacks_total{model="gpt-4o-mini"} 2' in metrics
     console = Console(record=True, width=200)
     console.print(render(OpsSnapshot.model_validate(snap), []))
     assert "json_object fallback" in console.export_text()
+
+
+def test_a_reply_whose_every_item_is_dropped_is_a_visible_retryable_run(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    # A model that answers items without their meaning (no attribute, no value): nothing is
+    # kept, and the run says so instead of a quiet "done" with 0 facts.
+    scripted_llm.script("Oslo", {"facts": [{"type": "identity", "content": "Ana is in Oslo."}]})
+    job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"])
+    assert job["status"] == "dropped" and job["facts_added"] == 0
+    assert (job["facts_extracted"], job["facts_invalid"]) == (0, 1)
+    assert job["dropped_reasons"] == ["identity.attribute: Field required"]
+    assert "none could be kept" in job["error"]
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    snap = client.get("/v1/ops/queues", headers=admin).json()
+    extract = next(q for q in snap["queues"] if q["name"] == "extract")
+    assert [(r["id"], r["status"]) for r in extract["failed_runs"]] == [(job["id"], "dropped")]
+    assert extract["windows"][0]["dropped"] == 1 and extract["windows"][0]["failure_rate"] == 1
+    metrics = client.get("/metrics", headers=admin).text
+    assert 'tiermem_runs_total{queue="extract",status="dropped"} 1' in metrics
+    assert "tiermem_facts_invalid_total 1" in metrics
+
+    # Nothing worth remembering is a normal "done".
+    quiet = wait_job(client, post_turn(client, "s1", f.turn("ana", "Tell me a joke"))["job_id"])
+    assert quiet["status"] == "done" and quiet["facts_invalid"] == 0
+
+    # The model fixed (here: its script), the run is retried like a failed one.
+    scripted_llm.script(
+        "Oslo", f.facts(f.identity("Ana", "location", "Oslo", "Ana lives in Oslo."))
+    )
+    retried = client.post("/v1/ops/runs/retry", headers=admin, json={}).json()
+    assert retried["retried"] == [job["id"]]
+    again = wait_job(client, job["id"])
+    assert again["status"] == "done" and again["facts_added"] == 1 and again["error"] is None
+
+
+def test_extraction_reads_the_conversation_and_the_known_facts(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.leave_out = ("subject", "confidence")  # a JSON-mode model's habits
+    scripted_llm.script(
+        "offers", f.facts(f.identity("Priya", "employer", "Atkins", "Priya works at Atkins."))
+    )
+    first = {
+        "user_id": "priya",
+        "user_message": {"content": "got 2 offers, arup and atkins", "speaker": "Priya"},
+        "assistant_message": "Congrats! Which one, Arup or Atkins?",
+    }
+    wait_job(client, post_turn(client, "s1", first)["job_id"])
+    scripted_llm.script(
+        "the first one", {"facts": [{"type": "fact", "attribute": "company", "value": "Arup",
+                                     "content": "Priya took the job at Arup."}]},
+    )  # fmt: skip
+    second = {
+        **first,
+        "user_message": {"content": "the first one!!", "speaker": "Priya"},
+        "assistant_message": "Nice",
+    }
+    job = wait_job(client, post_turn(client, "s1", second)["job_id"])
+
+    request = scripted_llm.chat_requests()[-1]
+    system, user = (m["content"] for m in request["messages"])
+    context, turn = user.split("Extract facts about Priya from this turn only.")
+    # The assistant's question, marked as context, before the turn; the fact known so far.
+    assert "<earlier_conversation" in context and "Assistant: Congrats! Which one, Arup" in context
+    assert "Priya: got 2 offers, arup and atkins" in context
+    assert "<known_facts" in context and "identity (employer: Atkins): Priya works at Atkins." in (
+        context
+    )
+    assert "the first one!!" in turn and "Congrats" not in turn
+    assert "subject" not in str(request["response_format"])  # the server fills it
+    # "company" filed as a plain fact is the employer slot: Arup replaces Atkins.
+    assert job["status"] == "done" and job["facts_superseded"] == 1 and job["facts_repaired"] == 1
+    memories = client.get("/v1/users/priya/memories").json()["data"]
+    assert [m["content"] for m in memories] == ["Priya took the job at Arup."]
 
 
 def test_a_plain_server_error_is_retried_as_before(

@@ -37,10 +37,10 @@ TURN = TurnInput(
 
 
 def _fact(kind: str, confidence: float = 0.9, **fields: Any) -> dict[str, Any]:
-    """A schema-valid item of `kind`, as a strict-mode model would send it (all keys)."""
+    """A schema-valid item of `kind`, as a strict-mode model would send it (all keys; the
+    subject is the server's to fill)."""
     base: dict[str, Any] = {
         "type": kind,
-        "subject": "Ana",
         "confidence": confidence,
         "tags": [],
         "valid_from": None,
@@ -187,8 +187,9 @@ def test_invalid_items_dropped_and_counted(
     scripted_llm.script("Lisbon", {"facts": items})
     result = extractor.extract(TURN)
     assert [f.type for f in result.facts] == ["identity"]
-    assert result.dropped_invalid == 5
+    assert (result.dropped_invalid, result.dropped_low_confidence) == (4, 1)
     assert len(result.invalid_reasons) == 5
+    assert result.items_returned == 6 and not result.all_dropped
     assert any("below" in r for r in result.invalid_reasons)
     assert len(scripted_llm.chat_requests()) == 1  # bad items never trigger a repair call
 
@@ -262,12 +263,15 @@ def test_permanent_failures(
     assert len(scripted_llm.chat_requests()) == 1
 
 
-def test_a_web_page_instead_of_the_api_is_permanent(
+def test_a_web_page_instead_of_the_api_is_retried_like_a_502(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
+    # A proxy's error page with status 200 is often passing: retried with backoff, and the
+    # advice names the base_url for when it is not (the run fails with it once retries end).
     scripted_llm.misbehave("html")
-    with pytest.raises(PermanentError, match="not answer like an OpenAI-compatible API"):
+    with pytest.raises(TransientError, match="not answer like an OpenAI-compatible API"):
         extractor.extract(TURN)
+    assert extractor.extract(TURN).response_format == "json_schema"  # the next call answers
 
 
 def test_malformed_once_is_repaired(scripted_llm: ScriptedLLM, extractor: LLMExtractor) -> None:
@@ -385,55 +389,127 @@ def test_missing_base_url_is_permanent() -> None:
 
 
 def _formats(llm: ScriptedLLM) -> list[str]:
-    return [r["response_format"]["type"] for r in llm.chat_requests()]
+    """Each request's format: json_object with a schema inside is llama.cpp's form."""
+    return [
+        "json_object+schema" if "schema" in r["response_format"] else r["response_format"]["type"]
+        for r in llm.chat_requests()
+    ]
+
+
+def _with_own_memory(llm: ScriptedLLM) -> tuple[LLMExtractor, StructuredOutputFallbacks]:
+    """An extractor whose client remembers formats apart from the process's."""
+    fallbacks = StructuredOutputFallbacks()
+    settings = _settings(llm)
+    client = LLMClient(settings, fallbacks=fallbacks)
+    return LLMExtractor(settings, ExtractionSettings(), client=client), fallbacks
 
 
 @pytest.mark.parametrize("status", [500, 400])
-def test_a_server_that_rejects_json_schema_gets_json_object_at_once(
+def test_a_server_that_rejects_json_schema_gets_the_schema_inside_json_object_at_once(
     scripted_llm: ScriptedLLM, status: int
 ) -> None:
-    scripted_llm.reject_json_schema(status)  # 500: llama.cpp's server; 400: OpenAI's
+    scripted_llm.reject_json_schema(status)  # 500: llama-cpp-python's server; 400: OpenAI's
     scripted_llm.script("Lisbon", {"facts": ALL_SIX})
-    fallbacks = StructuredOutputFallbacks()
-    settings = _settings(scripted_llm)
-    extractor = LLMExtractor(
-        settings, ExtractionSettings(), client=LLMClient(settings, fallbacks=fallbacks)
-    )
+    extractor, fallbacks = _with_own_memory(scripted_llm)
 
     result = extractor.extract(TURN)
 
     assert len(result.facts) == 6
-    assert _formats(scripted_llm) == ["json_schema", "json_object"]
+    assert _formats(scripted_llm) == ["json_schema", "json_object+schema"]
     retry = scripted_llm.chat_requests()[1]
+    # The server decodes by the schema (llama.cpp's grammar), and the prompt carries it too
+    # for a server that takes json_object without decoding by it.
+    assert retry["response_format"] == {"type": "json_object", "schema": strict_json_schema()}
     assert (
         json.dumps(strict_json_schema(), separators=(",", ":")) in retry["messages"][0]["content"]
     )
-    assert result.response_format == "json_object"
+    assert result.response_format == "json_object+schema"
     assert result.response_format_note is not None
     assert result.response_format_note.startswith(
-        f"fell back to json_object: the server rejected json_schema (HTTP {status}: "
+        f"fell back to json_object+schema: the server rejected json_schema (HTTP {status}: "
     )
-    assert "json_schema" in fallbacks.items()[(scripted_llm.base_url, "test-model")]
+    learned = fallbacks.items()[(scripted_llm.base_url, "test-model")]
+    assert learned.type == "json_object+schema" and "json_schema" in learned.reason
 
-    # Remembered for this base_url and model: the next turn goes straight to json_object.
+    # Remembered for this base_url and model: the next turn goes straight to it.
     again = extractor.extract(TURN)
-    assert _formats(scripted_llm) == ["json_schema", "json_object", "json_object"]
-    assert again.response_format == "json_object"
+    assert _formats(scripted_llm)[2:] == ["json_object+schema"]
+    assert again.response_format == "json_object+schema"
     assert again.response_format_note is not None
-    assert again.response_format_note.startswith("json_object since an earlier call: ")
+    assert again.response_format_note.startswith("json_object+schema since an earlier call: ")
     # Another model on the same server is asked for json_schema again.
     other = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="other-model")
     LLMExtractor(other, ExtractionSettings(), client=LLMClient(other, fallbacks=fallbacks)).extract(
         TURN
     )
-    assert _formats(scripted_llm)[3:] == ["json_schema", "json_object"]
+    assert _formats(scripted_llm)[3:] == ["json_schema", "json_object+schema"]
+
+
+def test_a_server_that_rejects_both_schema_forms_gets_plain_json_mode(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    scripted_llm.reject_json_schema(400)
+    scripted_llm.reject_schema_in_json_object(400)
+    scripted_llm.script("Lisbon", {"facts": ALL_SIX})
+    extractor, fallbacks = _with_own_memory(scripted_llm)
+
+    result = extractor.extract(TURN)
+
+    assert len(result.facts) == 6
+    assert _formats(scripted_llm) == ["json_schema", "json_object+schema", "json_object"]
+    assert result.response_format == "json_object"
+    assert result.response_format_note is not None
+    assert result.response_format_note.startswith(
+        "fell back to json_object: the server rejected json_object+schema (HTTP 400: "
+    )
+    assert fallbacks.items()[(scripted_llm.base_url, "test-model")].type == "json_object"
+    extractor.extract(TURN)
+    assert _formats(scripted_llm)[3:] == ["json_object"]
+
+
+def test_fields_a_json_mode_model_leaves_out_are_filled_by_the_server(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # What Qwen2.5-1.5B answered in plain JSON mode: no subject, no confidence, no tags.
+    bare = [
+        {"type": "identity", "attribute": "job", "value": "Arup", "content": "Ana works at Arup."},
+        {"type": "preference", "topic": "food", "sentiment": "hates", "value": "cilantro",
+         "content": "Ana hates cilantro.", "confidence": "90", "mood": "grumpy"},
+        {"type": "identity", "content": "Ana is great."},  # its meaning is missing
+    ]  # fmt: skip
+    scripted_llm.script("Lisbon", {"facts": bare})
+
+    result = extractor.extract(TURN)
+
+    assert [(f.type, f.subject) for f in result.facts] == [
+        ("preference", "Ana"),
+        ("identity", "Ana"),
+    ]
+    identity = result.facts[1]
+    assert (identity.attribute, identity.slot, identity.confidence) == (
+        "employer", "identity/employer", 0.8
+    )  # fmt: skip
+    preference = result.facts[0]
+    assert (preference.sentiment, preference.confidence) == ("dislikes", 0.9)
+    assert (result.items_returned, result.repaired, result.dropped_invalid) == (3, 2, 1)
+    assert result.invalid_reasons == ["identity.attribute: Field required"]
+
+
+def test_a_reply_whose_every_item_is_dropped_says_so(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [{"content": "Ana lives in Lisbon."}, "Lisbon"]})
+    result = extractor.extract(TURN)
+    assert result.facts == [] and result.all_dropped
+    scripted_llm.script("Lisbon", {"facts": []})  # nothing worth remembering: a normal answer
+    assert not extractor.extract(TURN).all_dropped
 
 
 def test_the_memory_is_shared_by_the_clients_of_a_process(scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reject_json_schema()
     LLMExtractor(_settings(scripted_llm), ExtractionSettings()).extract(TURN)
     LLMExtractor(_settings(scripted_llm), ExtractionSettings()).extract(TURN)
-    assert _formats(scripted_llm) == ["json_schema", "json_object", "json_object"]
+    assert _formats(scripted_llm) == ["json_schema", "json_object+schema", "json_object+schema"]
 
 
 def test_a_plain_server_error_is_still_transient(
@@ -476,8 +552,8 @@ def test_a_fallback_that_fails_is_not_remembered(
     scripted_llm.misbehave("400", match="Lisbon")
     with pytest.raises(PermanentError, match=r"\(400\)") as info:
         extractor.extract(TURN)
-    assert info.value.details["response_format"] == "json_object"
-    assert _formats(scripted_llm) == ["json_schema", "json_object"]
+    assert info.value.details["response_format"] == "json_object+schema"
+    assert _formats(scripted_llm) == ["json_schema", "json_object+schema"]
     assert extractor.client.fallbacks.items() == {}
     scripted_llm.reject_json_schema(None)
     assert extractor.extract(TURN).response_format == "json_schema"
@@ -487,13 +563,13 @@ def test_a_plain_error_to_the_json_object_retry_is_transient_and_forgotten(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
     scripted_llm.reject_json_schema()
-    scripted_llm.misbehave("500", match="Lisbon")  # the json_object retry fails too...
+    scripted_llm.misbehave("500", match="Lisbon")  # the retry a step down fails too...
     with pytest.raises(TransientError) as info:  # ...with a plain 500: worth a retry
         extractor.extract(TURN)
-    assert info.value.details["response_format"] == "json_object"
-    assert info.value.details["response_format_note"].startswith("fell back to json_object")
-    assert _formats(scripted_llm) == ["json_schema", "json_object"]
-    assert extractor.client.fallbacks.items() == {}  # json_object never answered
+    assert info.value.details["response_format"] == "json_object+schema"
+    assert info.value.details["response_format_note"].startswith("fell back to json_object+schema")
+    assert _formats(scripted_llm) == ["json_schema", "json_object+schema"]
+    assert extractor.client.fallbacks.items() == {}  # the step down never answered
 
 
 def test_the_fallback_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:

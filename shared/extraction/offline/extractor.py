@@ -179,18 +179,21 @@ class OfflineExtractor:
         if self._settings.prefilter and is_small_talk(text):
             return ExtractionResult([], "offline", VERSION, skipped_reason="small_talk")
         items = extract_items(text, speaker=turn.user_speaker, session_date=turn.session_date)
-        facts, invalid, over, reasons = validate_items(
+        validated = validate_items(
             items,
             max_facts=self._settings.max_facts_per_turn,
             min_confidence=self._settings.min_confidence,
         )
         return ExtractionResult(
-            facts,
+            validated.facts,
             "offline",
             VERSION,
-            dropped_invalid=invalid,
-            dropped_over_limit=over,
-            invalid_reasons=reasons,
+            items_returned=len(items),
+            dropped_invalid=validated.dropped_invalid,
+            dropped_low_confidence=validated.dropped_low_confidence,
+            dropped_over_limit=validated.dropped_over_limit,
+            repaired=validated.repaired,
+            invalid_reasons=validated.reasons,
         )
 
 

@@ -462,7 +462,7 @@ def test_hedged_statements_are_less_confident(extractor: OfflineExtractor) -> No
     assert [f.confidence for f in (sure, think, might)] == pytest.approx([0.9, 0.6, 0.5])
     picky = OfflineExtractor(ExtractionSettings(min_confidence=0.6))
     result = run(picky, "I think I might move to Lisbon next year.")
-    assert result.facts == [] and result.dropped_invalid == 1
+    assert result.facts == [] and result.dropped_low_confidence == 1
 
 
 def test_labelled_as_offline(extractor: OfflineExtractor) -> None:
