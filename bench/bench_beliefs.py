@@ -69,7 +69,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,7 +79,7 @@ from bench._common import RESULTS_DIR, command_line, machine_line, write_results
 from bench.bench_offline_facts import entry_matches, key_matches, normalise
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
-from shared.db.models import Tenant
+from shared.db.models import ExtractionRun, Tenant
 from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
 from shared.memory.reader import MemoryPublic, list_memories
@@ -101,6 +101,7 @@ _TAUTOLOGY = re.compile(r"^(?:the )?([\w' ]+?)'s name is (?:the )?\1\b")
 class Said:
     date: dt.date
     text: str
+    reply: str | None = None  # the assistant's answer to it (casual-chat sets)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,10 @@ class Conversation:
     ended_by: list[int]  # per expect_gone entry: the message index that ends it
     accept: list[Entry]
     note: str
+    forbid: list[Entry] = field(default_factory=list)  # never to be stored (hypotheticals...)
+    # One chat thread (one session) for the whole conversation, as a chat app keeps it;
+    # else one session per date. Casual-chat sets (messages with replies) are threads.
+    thread: bool = False
 
 
 def load(path: Path) -> list[Conversation]:
@@ -131,14 +136,18 @@ def load(path: Path) -> list[Conversation]:
         if not raw.get("tags") or not raw.get("messages"):
             raise ValueError(f"{where}: a conversation needs tags and messages")
         entries = {
-            k: [list(e) for e in raw.get(k, [])] for k in ("expect_active", "expect_gone", "accept")
+            k: [list(e) for e in raw.get(k, [])]
+            for k in ("expect_active", "expect_gone", "accept", "forbid")
         }
         for entry in (e for es in entries.values() for e in es):
             if any(not isinstance(k, str) or not k.strip("! ") for k in entry):
                 raise ValueError(f"{where}: an entry needs non-empty string keys: {entry!r}")
             if not positive(entry):
                 raise ValueError(f"{where}: an entry needs a positive key: {entry!r}")
-        said = [Said(dt.date.fromisoformat(m["date"]), m["text"]) for m in raw["messages"]]
+        said = [
+            Said(dt.date.fromisoformat(m["date"]), m["text"], m.get("reply"))
+            for m in raw["messages"]
+        ]
         if any(b.date < a.date for a, b in zip(said, said[1:], strict=False)):
             raise ValueError(f"{where}: messages must be in date order")
         ended_by = list(raw.get("ended_by", []))
@@ -158,6 +167,8 @@ def load(path: Path) -> list[Conversation]:
                 ended_by=ended_by,
                 accept=entries["accept"],
                 note=raw.get("note", ""),
+                forbid=entries["forbid"],
+                thread=bool(raw.get("thread", any(m.reply for m in said))),
             )
         )
     return conversations
@@ -217,16 +228,59 @@ class Outcome:
     skipped: int  # messages the extractor skipped (small talk)
     extractors: set[str]  # what wrote the user's facts ("offline", "llm")
     ended: list[tuple[str, str]]  # (superseded fact, the fact that superseded it)
+    forbidden: list[bool] = field(default_factory=list)  # per forbid entry: stored and active
+    runs: RunStats = field(default_factory=lambda: RunStats())
 
 
-def make_runtime(folder: Path, llm_base_url: str | None) -> tuple[Runtime, str]:
+@dataclass
+class RunStats:
+    """What the user's extraction runs report: items, tokens and time, summed."""
+
+    runs: int = 0
+    items: int = 0  # the items the model's replies held
+    valid: int = 0  # kept as they came
+    repaired: int = 0  # kept after the server filled in or fixed a field
+    dropped: int = 0  # invalid (their meaning missing)
+    dropped_runs: int = 0  # runs whose every item was dropped
+    failed_runs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_s: float = 0.0
+
+    def add(self, other: RunStats) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def run_stats(session: Session, user_id: str) -> RunStats:
+    stats = RunStats()
+    for run in session.exec(select(ExtractionRun).where(ExtractionRun.user_id == user_id)):
+        stats.runs += 1
+        kept = run.facts_extracted
+        stats.valid += kept - run.facts_repaired
+        stats.repaired += run.facts_repaired
+        stats.dropped += run.facts_invalid
+        stats.items += kept + run.facts_invalid
+        stats.dropped_runs += run.status == "dropped"
+        stats.failed_runs += run.status == "failed"
+        stats.prompt_tokens += run.prompt_tokens
+        stats.completion_tokens += run.completion_tokens
+        stats.llm_s += run.llm_ms / 1000
+    return stats
+
+
+def make_runtime(
+    folder: Path, llm_base_url: str | None, model: str | None = None
+) -> tuple[Runtime, str]:
+    # A real model on a CPU takes seconds a turn, far past the default timeout.
+    llm = {"base_url": llm_base_url, "model": model, "timeout_s": 600} if model else {}
     settings = Settings(
         _env_file=None,
         data_dir=folder / "data",
         database_url=None,
         redis_url=None,
         qdrant={"in_memory": True},
-        llm={"base_url": llm_base_url},
+        llm=llm or {"base_url": llm_base_url},
     )
     upgrade_to_head(settings)
     runtime = Runtime(settings)
@@ -241,20 +295,25 @@ def run_conversation(runtime: Runtime, tenant_id: str, conv: Conversation) -> Ou
     skipped = 0
     for i, said in enumerate(conv.messages):
         when = datetime.combine(said.date, dt.time(12), tzinfo=UTC) + dt.timedelta(minutes=i)
-        line = TranscriptLine.model_validate(
-            {
-                "user_id": conv.id,
-                "session_id": f"{conv.id}-{said.date.isoformat()}",
-                "role": "user",
-                "content": said.text,
-                "speaker": conv.speaker,
-                "created_at": when.isoformat(),
-                "external_id": f"{conv.id}-{i}",
-            }
-        )
+        session_id = conv.id if conv.thread else f"{conv.id}-{said.date.isoformat()}"
+        line = {"user_id": conv.id, "session_id": session_id, "external_id": f"{conv.id}-{i}"}
+        lines = [
+            TranscriptLine.model_validate(
+                {**line, "role": "user", "content": said.text, "speaker": conv.speaker,
+                 "created_at": when.isoformat()}
+            )
+        ]  # fmt: skip
+        if said.reply:
+            answered = when + dt.timedelta(seconds=30)
+            lines.append(
+                TranscriptLine.model_validate(
+                    {**line, "external_id": f"{conv.id}-{i}-reply", "role": "assistant",
+                     "content": said.reply, "created_at": answered.isoformat()}
+                )
+            )  # fmt: skip
         with Session(runtime.engine) as session:
             summary = import_lines(
-                session=session, settings=runtime.settings, tenant_id=tenant_id, lines=[line]
+                session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
             )
         for run_id in summary.run_ids:
             skipped += run_extraction(runtime, run_id).status == "skipped"
@@ -262,13 +321,18 @@ def run_conversation(runtime: Runtime, tenant_id: str, conv: Conversation) -> Ou
         user = find_user(session=session, tenant_id=tenant_id, user_external_id=conv.id)
         every = list_memories(session=session, user=user, include_superseded=True, limit=1000)
         active = list_memories(session=session, user=user, quarantined=False, limit=1000).data
-    return score(conv, active, every.data, skipped=skipped)
+        stats = run_stats(session, user.id)
+    outcome = score(conv, active, every.data, skipped=skipped)
+    outcome.runs = stats
+    return outcome
 
 
 def judge(conv: Conversation, content: str) -> tuple[str, str]:
     for i, entry in enumerate(conv.expect_gone):
         if matches(entry, content):
             return "stale", str(i)
+    if any(matches(e, content) for e in conv.forbid):
+        return "junk", "forbidden"
     if is_tautology(content):
         return "junk", "tautology"
     if any(matches(e, content) for e in conv.expect_active):
@@ -301,6 +365,7 @@ def score(
         beliefs=beliefs,
         found=[any(matches(e, c) for c in right) for e in conv.expect_active],
         still_active=[any(matches(e, c) for c in contents) for e in conv.expect_gone],
+        forbidden=[any(matches(e, c) for c in contents) for e in conv.forbid],
         written=len(every),
         superseded=sum(not m.active for m in every),
         quarantined=sum(m.active and m.quarantine_reason is not None for m in every),
@@ -331,6 +396,8 @@ class Tally:
     still_active: int = 0
     written: int = 0
     superseded: int = 0
+    forbid: int = 0
+    forbidden: int = 0
 
     def add(self, o: Outcome) -> None:
         self.conversations += 1
@@ -345,6 +412,8 @@ class Tally:
         self.still_active += sum(o.still_active)
         self.written += o.written
         self.superseded += o.superseded
+        self.forbid += len(o.forbidden)
+        self.forbidden += sum(o.forbidden)
 
     @property
     def junk(self) -> int:
@@ -517,6 +586,24 @@ def naming_line(outcomes: Sequence[Outcome]) -> str:
     )
 
 
+def llm_line(outcomes: Sequence[Outcome], total: Tally) -> str:
+    """What the extraction runs say: the items the model returned and what became of them,
+    and what a turn cost."""
+    stats = RunStats()
+    for o in outcomes:
+        stats.add(o.runs)
+    turns = max(1, stats.runs)
+    return (
+        f"Extraction runs: {stats.runs} turns; items returned {stats.items}: valid "
+        f"{stats.valid}, repaired {stats.repaired}, dropped {stats.dropped}; runs that kept "
+        f"none of their items (`dropped`) {stats.dropped_runs}, failed {stats.failed_runs}. "
+        f"Per turn: {stats.llm_s / turns:.2f} s in the LLM, {stats.prompt_tokens / turns:.0f} "
+        f"prompt + {stats.completion_tokens / turns:.0f} completion tokens. "
+        f"Forbidden facts stored (hypotheticals, questions, the assistant's words): "
+        f"{total.forbidden} of {total.forbid}."
+    )
+
+
 def report(
     outcomes: Sequence[Outcome], *, argv: Sequence[str] | None, extractor: str, data: str,
     elapsed_s: float,
@@ -546,6 +633,8 @@ def report(
             "tags.",
             "",
             summary_table(tallies),
+            "",
+            llm_line(outcomes, total),
             "",
             "## Active facts by type",
             "",
@@ -584,10 +673,14 @@ def report(
 
 
 @contextlib.contextmanager
-def extractor_endpoint(kind: str) -> Iterator[tuple[str | None, str]]:
-    """(the LLM base URL or None, what the report calls the extractor)."""
+def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | None, str]]:
+    """(the LLM base URL or None, what the report calls the extractor). `kind` is offline,
+    scripted, or the URL of a real OpenAI-compatible server (bench/real_llm.py starts one)."""
     if kind == "offline":
         yield None, "the offline rule-based extractor (no LLM configured)"
+        return
+    if kind != "scripted":
+        yield kind, f"the LLM path against the real model `{model}` served at {kind}"
         return
     from tests.scripted_llm import ScriptedLLM
 
@@ -608,12 +701,18 @@ def extractor_endpoint(kind: str) -> Iterator[tuple[str | None, str]]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the labelled JSONL set")
-    parser.add_argument("--llm", choices=("offline", "scripted"), default="offline")
+    parser.add_argument(
+        "--llm",
+        default="offline",
+        help="offline, scripted, or the base URL of a real OpenAI-compatible server",
+    )
+    parser.add_argument("--model", default="local", help="the model name, with --llm URL")
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these conversations")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
+    kind = args.llm if args.llm in ("offline", "scripted") else "llm"
     output = args.output or RESULTS_DIR / (
-        "beliefs.md" if args.llm == "offline" else f"beliefs-{args.llm}.md"
+        "beliefs.md" if kind == "offline" else f"beliefs-{kind}.md"
     )
     logging.basicConfig(level=logging.WARNING)
 
@@ -622,10 +721,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         conversations = [c for c in conversations if c.id in set(args.only)]
     outcomes: list[Outcome] = []
     with (
-        extractor_endpoint(args.llm) as (base_url, extractor),
+        extractor_endpoint(args.llm, args.model) as (base_url, extractor),
         tempfile.TemporaryDirectory(prefix="tiermem-beliefs-") as folder,
     ):
-        runtime, tenant_id = make_runtime(Path(folder), base_url)
+        runtime, tenant_id = make_runtime(
+            Path(folder), base_url, args.model if kind == "llm" else None
+        )
         try:
             started = time.perf_counter()
             outcomes = [run_conversation(runtime, tenant_id, c) for c in conversations]

@@ -25,7 +25,7 @@ def session_history(
 ) -> list[HistoryEntry]:
     """`current_limit` keeps only the newest current messages (a session never compressed
     may hold thousands; the context could not show them anyway); `user_name` is the
-    session's display_name when the caller already has it."""
+    session's user name when the caller already has it."""
     loaded = load(
         session, chat, current_limit=current_limit, exact_costs=False, user_name=user_name
     )

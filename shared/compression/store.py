@@ -25,6 +25,7 @@ from shared.config import CompressionSettings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionState, Message, TierEntry, new_id, utcnow
 from shared.errors import InvalidInput
+from shared.memory.reader import display_name
 
 # For the cheap trigger check only: what a message's line costs beyond its text
 # ("Speaker: " and the newline). The loop itself counts every line exactly.
@@ -62,22 +63,9 @@ def ensure_state(session: Session, chat: ChatSession) -> CompressionState:
 
 # The statements every context build runs are built once, with bound parameters: building
 # and cache-keying a select each time cost about as much as running it on SQLite.
-_DISPLAY_NAME = (
-    sa_select(col(Message.speaker))
-    .where(
-        col(Message.session_id) == bindparam("chat_id"),
-        col(Message.role) == "user",
-        col(Message.speaker).is_not(None),
-    )
-    .order_by(col(Message.seq).desc())
-    .limit(1)
-)
-
-
-def display_name(session: Session, chat_id: str) -> str:
-    """The user's name as the context builder shows it for messages without a speaker."""
-    speaker = session.execute(_DISPLAY_NAME, {"chat_id": chat_id}).scalar()
-    return speaker or "the user"
+def session_user_name(session: Session, chat: ChatSession) -> str:
+    """The user's name for the session's messages without a speaker (memory.reader's rule)."""
+    return display_name(session, chat.user_id, chat_id=chat.id) or "the user"
 
 
 # The columns a message entry needs, read as plain rows: the context reads up to 500
@@ -200,12 +188,12 @@ def load(
     The current tier is every message after the newest one an entry (or the head) covers;
     it is derived from the entries read here rather than from the state row, so a reader
     that sees a step half-way (PostgreSQL's READ COMMITTED reads each statement fresh)
-    still sees every message exactly once. `user_name` is the session's display_name when
+    still sees every message exactly once. `user_name` is the session's user name when
     the caller has read it already.
     """
     row = session.get(CompressionState, chat.id)
     rows = session.exec(_TIER_ENTRIES, params={"chat_id": chat.id}).all()
-    name = user_name if user_name is not None else display_name(session, chat.id)
+    name = user_name if user_name is not None else session_user_name(session, chat)
     head_through = row.head_through_seq if row is not None else None
     covered = max(
         [r.last_seq for r in rows if r.last_seq is not None]

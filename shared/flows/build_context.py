@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 
 from shared.compression.models import HistoryEntry
 from shared.compression.session_history import session_history
-from shared.compression.store import display_name
+from shared.compression.store import session_user_name
 from shared.config import ContextSettings
 from shared.context.assembly import FactView, assemble, rank_memories
 from shared.context.models import (
@@ -48,7 +48,9 @@ def build_context(
     if not query and chat is not None:
         query = _last_user_message(session, chat.id)
 
-    name = display_name(session, chat.id) if chat is not None else (user_external_id or "the user")
+    name = (
+        session_user_name(session, chat) if chat is not None else (user_external_id or "the user")
+    )
     memories: list[tuple[FactView, float]] = []
     hits: list[MessageHit] = []
     quarantined = contradicted = 0

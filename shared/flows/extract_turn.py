@@ -18,9 +18,9 @@ from sqlmodel import Session
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import DomainError, PermanentError, TransientError, Unavailable
-from shared.extraction.base import ExtractionResult, TurnInput, is_generic_speaker
+from shared.extraction.base import ExtractionResult, TurnInput
 from shared.memory.message_search import index_messages, turn_message_ids
-from shared.memory.reader import introduced_name
+from shared.memory.reader import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts
 from shared.records.runs import record_run_error
@@ -259,11 +259,12 @@ def _with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> 
 
 
 def _speaker(session: Session, message: Message) -> str:
-    """Who the turn's facts are about: the message's speaker, or, when it names none, the
-    name the user introduced themself by earlier ("I'm Ben"), or "User"."""
-    if message.speaker and not is_generic_speaker(message.speaker):
-        return message.speaker
-    return introduced_name(session, message.user_id) or message.speaker or "User"
+    """Who the turn's facts are about, named as everywhere else (memory.reader.display_name),
+    or "User" while no name is known."""
+    return (
+        display_name(session, message.user_id, chat_id=message.session_id, speaker=message.speaker)
+        or "User"
+    )
 
 
 _REASONS_KEPT = 10  # of a run's dropped items, the first reasons: enough to see the pattern

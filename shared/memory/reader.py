@@ -153,30 +153,38 @@ def in_third_person(query: str, name: str) -> str:
     return text
 
 
-# The user's name as their latest session shows it (the speaker of its latest user message
-# with one): what facts name them by, so a first-person query can be put in their words.
-_USER_NAME = text(
+# The speaker of a session's latest user message that names one (not the API's default).
+_SESSION_SPEAKER = text(
     """
     SELECT m.speaker FROM messages AS m
-    WHERE m.session_id = (
-        SELECT s.id FROM chat_sessions AS s WHERE s.user_id = :user_id
-        ORDER BY s.updated_at DESC, s.id LIMIT 1
-    ) AND m.role = 'user' AND m.speaker IS NOT NULL
+    WHERE m.session_id = :chat_id AND m.role = 'user' AND m.speaker IS NOT NULL
+      AND lower(m.speaker) NOT IN ('user', 'the user')
     ORDER BY m.seq DESC LIMIT 1
     """
 )
+_LATEST_SESSION = text(
+    "SELECT s.id FROM chat_sessions AS s WHERE s.user_id = :user_id "
+    "ORDER BY s.updated_at DESC, s.id LIMIT 1"
+)
 
 
-def user_name(session: Session, user: User) -> str | None:
-    name = session.execute(_USER_NAME, {"user_id": user.id}).scalar()
-    if not is_generic_speaker(name):
-        return str(name)
-    return introduced_name(session, user.id)
+def display_name(
+    session: Session, user_id: str, *, chat_id: str | None = None, speaker: str | None = None
+) -> str | None:
+    """What the user is called, the one rule every part uses (facts, the context's prompt,
+    history lines, first-person search): the speaker a message names, else the latest one
+    their session (`chat_id`, else their latest session) names, else the name they gave
+    themself ("hi, I'm Tom btw": their active identity/name fact); None when none is known."""
+    if speaker and not is_generic_speaker(speaker):
+        return speaker.strip()
+    chat_id = chat_id or session.execute(_LATEST_SESSION, {"user_id": user_id}).scalar()
+    named = session.execute(_SESSION_SPEAKER, {"chat_id": chat_id}).scalar() if chat_id else None
+    return str(named) if named else introduced_name(session, user_id)
 
 
 def introduced_name(session: Session, user_id: str) -> str | None:
     """The name the user gave themself ("I'm Ben", "my name is Chloe"): their active `name`
-    fact, which later facts name them by when their messages carry no speaker."""
+    fact."""
     details = session.exec(
         select(Fact.details).where(
             Fact.user_id == user_id,
@@ -213,7 +221,7 @@ def search_memories(
     superseded a moment ago is never returned even if its point lingers. A first-person query
     ("Where do I live?") is put in the words the facts use ("Where do Ana live?"), as the
     context builder does."""
-    name = user_name(session, user) if _ASKS_ABOUT_ME.search(query) else None
+    name = display_name(session, user.id) if _ASKS_ABOUT_ME.search(query) else None
     vector = embedder.embed([in_third_person(query, name) if name else query])[0]
     # Over-fetch when filtering by type in Python: a payload filter costs ~10x in embedded mode.
     limit = k * 4 if types else k

@@ -445,3 +445,28 @@ def test_admin_creates_tenant_whose_key_is_isolated(
     mine = client.get("/v1/users/ana/memories").json()["data"]
     theirs = client.get("/v1/users/ana/memories", headers=other).json()["data"]
     assert len(mine) == len(theirs) == 1 and mine[0]["id"] != theirs[0]["id"]
+
+
+def test_a_name_the_user_gives_is_used_once_known(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    # The README's SDK pattern sends no speaker: until a name is known, facts say "the user".
+    scripted_llm.script(
+        "i'm tom", f.facts(f.identity("User", "name", "Tom", "The user's name is Tom."))
+    )
+    wait_job(
+        client, post_turn(client, "s1", f.turn("u1", "hi, I'm Tom btw", speaker=None))["job_id"]
+    )
+    scripted_llm.script(
+        "deloitte", f.facts(f.identity("Tom", "employer", "Deloitte", "Tom works at Deloitte."))
+    )
+    later = f.turn("u1", "I work at Deloitte", speaker=None)
+    wait_job(client, post_turn(client, "s1", later)["job_id"])
+
+    _, user = (m["content"] for m in scripted_llm.chat_requests()[-1]["messages"])
+    assert "Person: Tom" in user and '<user name="Tom">' in user
+    context = client.get("/v1/sessions/s1/context", params={"query": "where do I work"}).json()
+    assert context["system_prompt"].startswith("You are talking with Tom.")
+    assert "Tom: hi, I'm Tom btw" in context["system_prompt"]
+    found = client.post("/v1/users/u1/memories/search", json={"query": "Where do I work?"})
+    assert found.json()["data"][0]["content"] == "Tom works at Deloitte."
