@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.api.deps import AdminDep, RuntimeDep, SessionDep, TasksDep
+from services.api.deps import AdminDep, JobIdPath, RuntimeDep, SessionDep, TasksDep
 from shared.errors import Unavailable
 from shared.flows.replay_extraction import create_job
 from shared.records import replay
@@ -37,19 +37,23 @@ def list_replays(session: SessionDep, principal: AdminDep) -> list[replay.Replay
 
 
 @router.get("/{job_id}", response_model=replay.ReplayProgress)
-def get_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+def get_replay(
+    job_id: JobIdPath, session: SessionDep, principal: AdminDep
+) -> replay.ReplayProgress:
     return replay.progress(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
 
 
 @router.post("/{job_id}/cancel", response_model=replay.ReplayProgress)
-def cancel_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+def cancel_replay(
+    job_id: JobIdPath, session: SessionDep, principal: AdminDep
+) -> replay.ReplayProgress:
     replay.cancel(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     return replay.progress(session=session, job_id=job_id)
 
 
 @router.post("/{job_id}/resume", response_model=replay.ReplayProgress)
 def resume_replay(
-    job_id: str, tasks: TasksDep, session: SessionDep, principal: AdminDep
+    job_id: JobIdPath, tasks: TasksDep, session: SessionDep, principal: AdminDep
 ) -> replay.ReplayProgress:
     replay.resume(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     if not tasks.replay(job_id):
