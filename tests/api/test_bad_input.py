@@ -1014,6 +1014,30 @@ DRILLED = [
     ),
 ]
 
+# Issue 24: what mem0's routes answered with a 500.
+MEM0_ADD = "/mem0/v3/memories/add/"
+MEM0_RANGE_HINT = "-62135596800 to 253402300799"
+BAD_MEM0 = [
+    case(
+        f"mem0-timestamp-{at}-infer-{infer}",
+        "POST",
+        MEM0_ADD,
+        422,
+        "invalid_input",
+        "timestamp",
+        MEM0_RANGE_HINT,
+        TIMESTAMP_HINT,
+        json={
+            "user_id": "ana",
+            "messages": [{"role": "user", "content": "I like tea."}],
+            "timestamp": at,
+            "infer": infer,
+        },
+    )  # fmt: skip
+    for at in (253402300800, 99999999999999, -62135596801)
+    for infer in (True, False)
+]
+
 
 def send(seeded: Seeded, c: Case) -> Any:
     kwargs: dict[str, Any] = {"params": c.params}
@@ -1035,7 +1059,7 @@ def check_error(response: Any, status: int, code: str, mentions: tuple[str, ...]
         assert fragment in error["message"], (fragment, error["message"])
 
 
-@pytest.mark.parametrize("c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS + DRILLED)
+@pytest.mark.parametrize("c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS + DRILLED + BAD_MEM0)
 def test_bad_request_is_refused_with_an_actionable_error_and_stores_nothing(
     seeded: Seeded, c: Case
 ) -> None:
@@ -1087,3 +1111,16 @@ def test_astral_text_as_a_surrogate_pair_is_stored(seeded: Seeded) -> None:
     assert response.status_code == 202, response.text
     exported = seeded.client.get("/v1/users/emoji/export").json()
     assert "I love \U0001f3b7 jazz" in str(exported)
+
+
+@pytest.mark.parametrize("text", ["ok", "0", "!!", "?", "  ab  "])
+def test_mem0_update_with_text_too_short_to_be_a_memory_is_refused(
+    seeded: Seeded, text: str
+) -> None:
+    """The rules type no fact from it (it was a 500): 422 naming `text`, the memory as it was."""
+    path = f"/mem0/v1/memories/{seeded.memory_id}/"
+    before, memory = seeded.snapshot(), seeded.client.get(path).json()
+    response = seeded.client.put(path, json={"text": text})
+    check_error(response, 422, "invalid_input", ("text", "at least 3 characters"))
+    assert seeded.snapshot() == before
+    assert seeded.client.get(path).json() == memory
