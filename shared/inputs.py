@@ -102,10 +102,14 @@ UnixSeconds = Annotated[
 ]
 
 
+# What pydantic would read as seconds since 1970 in a string too: "-1", "1715178600.5".
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+
+
 def _timestamp_text(value: Any) -> Any:
     # Request models are strict, but a timestamp arrives as text (ISO 8601) in JSON; a
     # number would otherwise be read as seconds since 1970, which no schema says.
-    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().isdigit()):
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
         raise PydanticCustomError(
             "timestamp_type",
             "a timestamp is an ISO 8601 string such as 2024-05-08T14:30:00Z, not a number",

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from sqlmodel import select
 
 from services.api.deps import AdminDep, OperatorDep, SessionDep, TenantIdPath
+from services.api.routing import ApiRoute
 from shared.db.models import Tenant
 from shared.records.tenancy import (
     KeyCreated,
@@ -17,7 +18,7 @@ from shared.records.tenancy import (
     create_tenant,
 )
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"], route_class=ApiRoute)
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated)

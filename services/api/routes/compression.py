@@ -15,6 +15,7 @@ from services.api.deps import (
     TasksDep,
     TenantDep,
 )
+from services.api.routing import ApiRoute
 from shared.compression import sessions
 from shared.compression.models import (
     CompactIn,
@@ -30,7 +31,7 @@ from shared.db.models import ChatSession
 from shared.errors import Unavailable
 from shared.inputs import MAX_OFFSET
 
-router = APIRouter(prefix="/v1/sessions", tags=["compression"])
+router = APIRouter(prefix="/v1/sessions", tags=["compression"], route_class=ApiRoute)
 log = logging.getLogger(__name__)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.api.deps import JobIdPath, PrincipalDep, SessionDep
+from services.api.routing import ApiRoute
 from shared.records.runs import JobPublic, get_job
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=ApiRoute)
 
 
 @router.get("/{job_id}", response_model=JobPublic)

@@ -19,6 +19,7 @@ from services.api.deps import (
     key_from_headers,
     principal_of,
 )
+from services.api.routing import ApiRoute
 from shared.flows.forget import delete_memory
 from shared.inputs import ID_RULE, Identifier
 from shared.mem0_compat import hosted, models
@@ -42,7 +43,7 @@ from shared.mem0_compat.models import (
     UpdateIn,
 )
 
-router = APIRouter(prefix="/mem0", tags=["mem0"])
+router = APIRouter(prefix="/mem0", tags=["mem0"], route_class=ApiRoute)
 
 
 async def mem0_tenant(

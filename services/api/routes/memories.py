@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from services.api.deps import MemoryIdPath, RuntimeDep, SessionDep, UserDep
+from services.api.routing import ApiRoute
 from shared.extraction.schemas import FactType
 from shared.flows.forget import delete_memory, delete_user
 from shared.inputs import MAX_OFFSET
@@ -23,7 +24,7 @@ from shared.memory.reader import (
     search_memories,
 )
 
-router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"], route_class=ApiRoute)
 
 
 @router.get("/memories", response_model=MemoriesPublic)

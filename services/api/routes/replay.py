@@ -9,11 +9,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.api.deps import AdminDep, JobIdPath, RuntimeDep, SessionDep, TasksDep
+from services.api.routing import ApiRoute
 from shared.errors import Unavailable
 from shared.flows.replay_extraction import create_job
 from shared.records import replay
 
-router = APIRouter(prefix="/v1/replay", tags=["replay"])
+router = APIRouter(prefix="/v1/replay", tags=["replay"], route_class=ApiRoute)
 
 
 @router.post("", status_code=202, response_model=replay.ReplayProgress)
