@@ -22,6 +22,12 @@ class InvalidInput(DomainError):
     code = "invalid_input"
 
 
+class UnsupportedMediaType(DomainError):
+    """A request body that is not JSON (form-encoded, text/plain, no Content-Type)."""
+
+    code = "unsupported_media_type"
+
+
 class Conflict(DomainError):
     code = "conflict"
 

@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     Strict,
     StringConstraints,
     model_validator,
@@ -77,10 +78,38 @@ def to_utc(value: dt.datetime) -> dt.datetime:
         ) from None
 
 
+# TIMESTAMP_RANGE in unix seconds, for the APIs that send a number (mem0's `timestamp`).
+UNIX_SECONDS_MIN = int(dt.datetime(1, 1, 1, tzinfo=dt.UTC).timestamp())
+UNIX_SECONDS_MAX = int(dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp())
+
+
+def _unix_seconds_in_range(value: int) -> int:
+    # Past these ends datetime.fromtimestamp raises (ValueError, OverflowError): a 500.
+    if not UNIX_SECONDS_MIN <= value <= UNIX_SECONDS_MAX:
+        raise PydanticCustomError(
+            "timestamp_range",
+            "timestamp {value} is outside the range accepted: unix seconds {low} to {high} "
+            "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)",
+            {"value": value, "low": UNIX_SECONDS_MIN, "high": UNIX_SECONDS_MAX},
+        )
+    return value
+
+
+UnixSeconds = Annotated[
+    int,
+    AfterValidator(_unix_seconds_in_range),
+    Field(json_schema_extra={"minimum": UNIX_SECONDS_MIN, "maximum": UNIX_SECONDS_MAX}),
+]
+
+
+# What pydantic would read as seconds since 1970 in a string too: "-1", "1715178600.5".
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+
+
 def _timestamp_text(value: Any) -> Any:
     # Request models are strict, but a timestamp arrives as text (ISO 8601) in JSON; a
     # number would otherwise be read as seconds since 1970, which no schema says.
-    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().isdigit()):
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
         raise PydanticCustomError(
             "timestamp_type",
             "a timestamp is an ISO 8601 string such as 2024-05-08T14:30:00Z, not a number",

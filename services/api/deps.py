@@ -112,11 +112,21 @@ async def require_operator(principal: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(require_admin)]
 OperatorDep = Annotated[Principal, Depends(require_operator)]
 
-# Ids in paths and queries follow the same rule as in bodies (shared.inputs.Identifier).
+# Ids in paths and queries follow the same rule as in bodies (shared.inputs.Identifier),
+# also the ids tiermem made: checked before any query, the database never sees text it
+# cannot hold (PostgreSQL refuses a NUL with an error of its own, a 500 without this).
 UserIdPath = Annotated[Identifier, Path(description=f"the user's id in your system; {ID_RULE}")]
 SessionIdPath = Annotated[
     Identifier, Path(description=f"the session's id in your system; {ID_RULE}")
 ]
+JobIdPath = Annotated[Identifier, Path(description=f"a job's id, as an answer gave it; {ID_RULE}")]
+MemoryIdPath = Annotated[
+    Identifier, Path(description=f"a memory's id, from a list or a search; {ID_RULE}")
+]
+RunIdPath = Annotated[
+    Identifier, Path(description=f"a compression run's id, as an answer gave it; {ID_RULE}")
+]
+TenantIdPath = Annotated[Identifier, Path(description=f"the tenant's id; {ID_RULE}")]
 
 
 def valid_user(user_id: UserIdPath, tenant_id: TenantDep, session: SessionDep) -> User:

@@ -11,22 +11,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
+from services.api.routing import allowed_methods
 from shared.errors import DomainError, InvalidInput
 from shared.inputs import ID_PATTERN, ID_RULE, NON_BLANK_PATTERN, RequestModel
 
 log = logging.getLogger(__name__)
 
 MALFORMED_JSON = (
-    "the request body is not valid UTF-8 JSON; send a JSON object with "
-    "Content-Type: application/json"
+    "the request body is not valid JSON in UTF-8 (without a byte order mark); send a JSON "
+    "object with Content-Type: application/json"
 )
 
 STATUS_BY_CODE = {
     "not_found": 404,
     "invalid_input": 422,
     "conflict": 409,
+    "unsupported_media_type": 415,
     "unauthorized": 401,
     "forbidden": 403,
     "unavailable": 503,
@@ -61,6 +62,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: _doc("forbidden: the key cannot reach this (README: API keys)"),
     404: _doc("not_found: no such user, session, job, memory or replay in the key's tenant"),
     409: _doc("conflict: the state does not allow it now (e.g. a replay already done)"),
+    415: _doc("unsupported_media_type: a body that is not JSON (Content-Type: application/json)"),
     422: _doc("invalid_input: the message names the field and the rule it broke"),
     503: _doc("unavailable: a dependency cannot serve this now; send it again"),
 }
@@ -113,10 +115,18 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
             return JSONResponse(error_body("malformed_json", MALFORMED_JSON), 400)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        headers = exc.headers
+        headers, message, details = exc.headers, str(exc.detail), None
         if exc.status_code == 405:
-            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
-        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers)
+            methods = allowed_methods(request.app.router.routes, request.scope)
+            headers = {**(headers or {}), "Allow": ", ".join(sorted(methods))}
+        if exc.status_code == 404 and (route := _other_slash(request)):
+            # Not a redirect: a client following a bare 307 never learns its path is wrong.
+            which = "without" if request.url.path.endswith("/") else "with"
+            message = (
+                f"no route at {request.url.path}; the route is {route} ({which} the trailing slash)"
+            )
+            details = {"path": route}
+        return JSONResponse(error_body(code, message, details), exc.status_code, headers)
 
 
 def invalid_input(errors: Sequence[Any]) -> InvalidInput:
@@ -141,15 +151,13 @@ OUR_ERRORS = (
 WRONG_TYPE = ("dict_type", "model_type", "model_attributes_type", "string_type", "none_required")
 
 
-def _allowed_methods(request: Request) -> str:
-    """Every method of the path: Starlette's 405 names only the first route's, and a path
-    such as /v1/users/{id} has a route per method."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE:  # PARTIAL: the path matches, the method does not
-            methods |= getattr(route, "methods", None) or set()
-    return ", ".join(sorted(methods))
+def _other_slash(request: Request) -> str | None:
+    """The request's path with its trailing slash taken off, or one added, when a route
+    serves that."""
+    path = request.url.path
+    other = path.rstrip("/") if path.endswith("/") else path + "/"
+    scope = {**request.scope, "path": other, "root_path": ""}
+    return other if other and allowed_methods(request.app.router.routes, scope) else None
 
 
 def _problem(error: Any) -> str:

@@ -27,6 +27,7 @@ from services.api.routes import (
     replay,
     turns,
 )
+from services.api.routing import yield_to_literal_segments
 from services.mcp.http import mount_mcp
 from shared import heap
 from shared.config import Settings, get_settings
@@ -86,6 +87,9 @@ def create_app(
         description="Long-term memory for multi-user chat backends.",
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        # A path with a slash more or less than its route's is a 404 naming the route
+        # (services.api.errors), not a bare 307 to a path the client did not ask for.
+        redirect_slashes=False,
     )
     install_error_handlers(app)
     for module in (
@@ -103,5 +107,6 @@ def create_app(
         mem0,
     ):
         app.include_router(module.router)
+    yield_to_literal_segments(app.router.routes)
     mcp_server = mount_mcp(app)
     return app

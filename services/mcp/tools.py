@@ -138,7 +138,9 @@ def build_server(backend_of: BackendOf) -> TiermemMCP:
     @server.tool()
     async def delete_memory(
         user_id: UserId,
-        memory_id: Annotated[str, Field(description="a memory's id, from a list or a search")],
+        memory_id: Annotated[
+            Identifier, Field(description=f"a memory's id, from a list or a search; {ID_RULE}")
+        ],
         ctx: Context[Any, Any],
     ) -> MemoryDeleted:
         """Forget one memory of the user (its row and its vector)."""

@@ -194,6 +194,23 @@ class ChatModel:
         )
 
 
+class StoredReplyStream:
+    """A reply stored before, as a stream of one delta: the answer to a resent message."""
+
+    def __init__(self, reply: ChatReply) -> None:
+        self._reply = reply
+        self.model = reply.model
+
+    def __iter__(self) -> Iterator[str]:
+        yield self._reply.content
+
+    def close(self) -> None:
+        pass
+
+    def reply(self) -> ChatReply:
+        return self._reply
+
+
 class ChatStream:
     """One streamed reply: iterate for the text deltas; `reply()` afterwards has the text
     handed out, the usage and the finish reason. Closing it closes the upstream response.

@@ -89,3 +89,6 @@ class ChatPublic(BaseModel):
     job_id: str | None  # the turn's extraction run (GET /v1/jobs/{id})
     usage: Usage
     context: ContextStats
+    # The message's external_id was stored and answered before: this is the stored reply,
+    # no model was called and nothing was stored (a client resending what it lost).
+    duplicate: bool = False

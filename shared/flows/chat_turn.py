@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from shared.chat.client import ChatReply, ChatStream
+from shared.chat.client import ChatModel, ChatReply, ChatStream, StoredReplyStream
 from shared.chat.models import ChatPublic, ChatTurnIn, ContextStats, Usage
 from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
@@ -21,6 +21,7 @@ from shared.records.ingest import (
     StoredRun,
     attach_reply,
     ingest_messages,
+    stored_reply,
 )
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
@@ -39,6 +40,7 @@ class _Turn:
     message_id: str
     run_id: str | None
     run_open: bool  # the run waits for this turn: attach the reply, then send it
+    answered: Message | None = None  # its reply, stored before: the message was resent
     messages: list[dict[str, Any]] = field(default_factory=list)
     stats: ContextStats | None = None
     sent: bool = False
@@ -59,6 +61,8 @@ def run_chat_turn(
     whose details carry the stored user message's id; its extraction is queued anyway."""
     model = runtime.chat_model  # unconfigured → 503 before anything is stored
     stored = _prepare(runtime, tenant_id, turn, enqueue)
+    if stored.answered is not None:
+        return _finish(runtime, stored, _stored_reply(stored, model), enqueue)
     with _send_on_failure(stored, enqueue):
         reply = model.complete(stored.messages, **_call_args(turn))
     return _finish(runtime, stored, reply, enqueue)
@@ -71,6 +75,9 @@ def start_chat_stream(
     run_chat_turn, so the API can still answer 502/504 instead of an event stream."""
     model = runtime.chat_model
     stored = _prepare(runtime, tenant_id, turn, enqueue)
+    if stored.answered is not None:
+        replayed = StoredReplyStream(_stored_reply(stored, model))
+        return ChatTurnStream(runtime, stored, replayed, enqueue)
     with _send_on_failure(stored, enqueue):
         upstream = model.stream(stored.messages, **_call_args(turn))
     return ChatTurnStream(runtime, stored, upstream, enqueue)
@@ -84,7 +91,11 @@ class ChatTurnStream:
     """
 
     def __init__(
-        self, runtime: Runtime, stored: _Turn, upstream: ChatStream, enqueue: Enqueue
+        self,
+        runtime: Runtime,
+        stored: _Turn,
+        upstream: ChatStream | StoredReplyStream,
+        enqueue: Enqueue,
     ) -> None:
         self._runtime = runtime
         self._stored = stored
@@ -141,6 +152,8 @@ def _prepare(runtime: Runtime, tenant_id: str, turn: ChatTurnIn, enqueue: Enqueu
     with Session(runtime.engine, expire_on_commit=False) as session:
         stored = _store_user_message(session, runtime, tenant_id, turn)
         session.commit()
+    if stored.answered is not None:
+        return stored  # answered already: no context, no model call
     with _send_on_failure(stored, enqueue):
         # A session of its own, closed before the model call: no transaction (with SQLite,
         # no write lock) is held while the model answers.
@@ -176,10 +189,31 @@ def _store_user_message(
         messages=[turn.message],
         extractor=runtime.settings.extractor_kind,
     )
-    # A re-sent external_id comes back as the stored message and its existing run.
+    # A re-sent external_id comes back as the stored message and its existing run; when a
+    # reply was stored for it, that reply is the answer.
     runs = result.runs or result.existing_runs
     run = runs[0] if runs else None
-    return _Turn(tenant_id, turn, result.messages[0].id, run.id if run else None, _open(run))
+    [message] = result.messages
+    answered = (
+        None
+        if result.runs
+        else stored_reply(session=session, chat_id=result.session_id, seq=message.seq)
+    )
+    return _Turn(
+        tenant_id, turn, message.id, run.id if run else None, _open(run), answered=answered
+    )
+
+
+def _stored_reply(stored: _Turn, model: ChatModel) -> ChatReply:
+    """The reply stored for a resent message, as the model's reply (no tokens spent)."""
+    assert stored.answered is not None
+    return ChatReply(
+        content=stored.answered.content,
+        model=stored.turn.model or model.model,
+        prompt_tokens=0,
+        completion_tokens=0,
+        finish_reason=None,
+    )
 
 
 def _open(run: ExtractionRun | StoredRun | None) -> bool:
@@ -244,7 +278,9 @@ def _finish(runtime: Runtime, stored: _Turn, reply: ChatReply, enqueue: Enqueue)
     content = reply.content.replace("\x00", "")  # SQL text columns cannot hold NUL
     message_ids = [stored.message_id]
     try:
-        if content.strip():
+        if stored.answered is not None:
+            message_ids.append(stored.answered.id)  # a resend: nothing more is stored
+        elif content.strip():
             with Session(runtime.engine, expire_on_commit=False) as session:
                 result = ingest_messages(
                     session=session,
@@ -274,6 +310,7 @@ def _finish(runtime: Runtime, stored: _Turn, reply: ChatReply, enqueue: Enqueue)
         usage=Usage(**reply.usage),
         context=stored.stats
         or ContextStats(token_count=0, memories=0, earlier_messages=0, history=0),
+        duplicate=stored.answered is not None,
     )
 
 

@@ -15,7 +15,6 @@ from sqlmodel import Session
 
 from shared.db.models import ExtractionRun, User, new_id, utcnow
 from shared.errors import InvalidInput, NotFound
-from shared.extraction.schemas import CONTENT_MIN
 from shared.flows.chat_turn import Enqueue
 from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
@@ -39,6 +38,7 @@ from shared.mem0_compat.models import (
     SearchIn,
     SearchOut,
 )
+from shared.mem0_compat.typed import require_memory_text
 from shared.mem0_compat.writing import Mem0Record, write_records
 from shared.memory.reader import get_memory, list_memories
 from shared.memory.reader import search_memories as tiermem_search
@@ -63,7 +63,7 @@ def add_messages(
     """infer=true: stored as turns (`import_lines`), their runs sent to `enqueue`; PENDING with
     the first run as the event. infer=false: typed memories written now; SUCCEEDED with them."""
     owner = body.owner()
-    said = dt.datetime.fromtimestamp(body.timestamp, dt.UTC) if body.timestamp else utcnow()
+    said = utcnow() if body.timestamp is None else dt.datetime.fromtimestamp(body.timestamp, dt.UTC)
     for i, m in enumerate(body.messages):  # bad text is refused before anything is stored
         validate_content(m.content, settings=runtime.settings, where=f"messages[{i}]")
     if not body.infer:
@@ -98,13 +98,13 @@ def _write_now(
     runtime: Runtime, session: Session, tenant_id: str, body: AddIn, owner: str, said: dt.datetime
 ) -> AddOut:
     kept = [(i, m) for i, m in enumerate(body.messages) if m.role != "system"]
-    for i, m in kept:  # each one becomes a memory as it is: it must be able to be one
-        if len(m.content.strip()) < CONTENT_MIN:
-            raise InvalidInput(
-                f"messages[{i}].content: a memory written with infer=false needs at least "
-                f"{CONTENT_MIN} characters; send it with infer=true or leave it out",
-                details={"index": i, "min_length": CONTENT_MIN},
-            )
+    for i, m in kept:
+        require_memory_text(
+            m.content,
+            where=f"messages[{i}].content",
+            otherwise="send it with infer=true or leave it out",
+            index=i,
+        )
     records = [
         Mem0Record(new_id(), m.content, owner, said, metadata=body.metadata or {}) for _, m in kept
     ]

@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from shared.db.models import ExtractionRun, Fact, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.inputs import ID_RULE, is_identifier
-from shared.mem0_compat.typed import typed_facts
+from shared.mem0_compat.typed import require_memory_text, typed_facts
 from shared.memory.normalize import content_hash
 from shared.memory.reader import MemoryPublic, memories_public
 from shared.memory.writer import point_payload
@@ -145,6 +145,8 @@ def update_memory(
     """mem0's update keeps the memory's id, so the row keeps it and takes the new text; the
     text it held moves to a new row, superseded by it (valid_to, superseded_by): the same
     record a supersede leaves, so history and `include_superseded` show the old value."""
+    if text is not None and text.strip():
+        require_memory_text(text, where="text", otherwise="send the memory's new text")
     if fact.valid_to is not None:
         raise Conflict(
             f"memory {fact.id} was superseded; update the memory that replaced it",

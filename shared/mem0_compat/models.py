@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shared.inputs import storable
+from shared.inputs import UnixSeconds, storable
 from shared.mem0_compat.memories import Mem0Hit, Mem0Memory, owner_of
 
 
@@ -45,7 +45,9 @@ class AddIn(Mem0Request):
     messages: list[Mem0Message] = Field(min_length=1, max_length=1000)
     metadata: dict[str, Any] | None = None
     infer: bool = True
-    timestamp: int | None = Field(default=None, description="unix seconds: when it was said")
+    timestamp: UnixSeconds | None = Field(
+        default=None, description="unix seconds: when it was said"
+    )
 
 
 class AddOut(BaseModel):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 
+from shared.errors import InvalidInput
 from shared.extraction.base import validate_items
 from shared.extraction.offline import extract_items
 from shared.extraction.schemas import CONTENT_MAX, CONTENT_MIN, GeneralFact, TypedFact
@@ -58,6 +60,16 @@ def first_person(text: str) -> str:
             verb = stem + "e"  # "lives" -> "live", "loves" -> "love"
         return f"I {verb} {rest}".strip()
     return text
+
+
+def require_memory_text(text: str, *, where: str, otherwise: str, **details: Any) -> None:
+    """A text that becomes a memory as it is (infer=false, an update) must be able to be
+    one: shorter than a fact's content can be, it is refused naming `where`."""
+    if len(text.strip()) < CONTENT_MIN:
+        raise InvalidInput(
+            f"{where}: a memory needs at least {CONTENT_MIN} characters; {otherwise}",
+            details={**details, "min_length": CONTENT_MIN},
+        )
 
 
 def typed_facts(text: str, *, said_at: dt.datetime) -> list[TypedFact]:

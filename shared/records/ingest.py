@@ -161,13 +161,18 @@ class TurnAccepted(BaseModel):
 
     @classmethod
     def of(cls, request: IngestRequest, result: IngestResult) -> TurnAccepted:
-        # A re-sent turn (same external_ids) answers with the run stored the first time.
+        # A re-sent turn (its user message's external_id stored) answers with the run stored
+        # the first time, and the reply stored with it.
         runs = result.runs or result.existing_runs
         run = runs[0] if runs else None
+        message_ids = [m.id for m in result.messages]
+        reply = run.reply_message_id if run and not result.runs else None
+        if reply and reply not in message_ids:
+            message_ids.append(reply)
         return cls(
             session_id=request.session_external_id,
             user_id=request.user_external_id,
-            message_ids=[m.id for m in result.messages],
+            message_ids=message_ids,
             job_id=run.id if run else None,
             status=run.status if run else "stored",
             extractor=run.extractor if run else request.extractor,
@@ -338,9 +343,9 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
     tenant_id = request.tenant_id
     user_id = _get_or_create_user(session, tenant_id, request.user_external_id)
     chat_id = _get_or_create_session(session, tenant_id, user_id, request.session_external_id)
-    # Messages a client re-sends with the same external_id are not stored twice.
     known = _known_messages(session, batch, chat_id, request.messages)
-    fresh = [m for m in request.messages if not (m.external_id and m.external_id in known)]
+    resent = _resent(request.messages, known)
+    fresh = [m for m, again in zip(request.messages, resent, strict=True) if not again]
     result = IngestResult(
         session_id=chat_id,
         user_id=user_id,
@@ -352,7 +357,7 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
         run_ids = {m.run_id for m in known.values() if m.run_id}
         result.existing_runs = _runs_by_id(session, batch, run_ids)
     if not fresh:
-        result.messages = [known[m.external_id] for m in request.messages if m.external_id]
+        result.messages = [known[e] for m in request.messages if (e := m.external_id) in known]
         return result
 
     first_seq = session.execute(
@@ -373,6 +378,19 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
         if message.external_id:
             batch.messages[(chat_id, message.external_id)] = message
     return result
+
+
+def _resent(messages: Sequence[NewMessage], known: dict[str, StoredMessage]) -> list[bool]:
+    """Which messages of a request are stored already: each whose external_id is, and the
+    reply right after a user message whose external_id is. A turn is identified by its user
+    message's external_id, so a resent turn stores nothing of it, whatever its reply says
+    (the reply stored first stands; a turn stored without one stays so)."""
+    return [
+        m.external_id in known
+        or (m.role == "assistant" and i > 0 and messages[i - 1].role == "user"
+            and messages[i - 1].external_id in known)
+        for i, m in enumerate(messages)
+    ]  # fmt: skip
 
 
 def _message_rows(
@@ -536,6 +554,20 @@ def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> Use
             f"user {user_external_id!r} not found", details={"user_id": user_external_id}
         )
     return user
+
+
+def stored_reply(*, session: Session, chat_id: str, seq: int) -> Message | None:
+    """The reply stored for the user message at `seq`: the session's next message, when it
+    is the assistant's.
+    (Not its run's reply: a reply stored after a failed first call comes after the run was
+    sent, unlinked.)"""
+    return session.exec(
+        select(Message).where(
+            Message.session_id == chat_id,
+            Message.seq == seq + 1,
+            Message.role == "assistant",
+        )
+    ).first()
 
 
 def attach_reply(*, session: Session, run_id: str, reply_message_id: str) -> bool:

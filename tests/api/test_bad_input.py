@@ -87,6 +87,7 @@ class Case:
     json: Any = None
     content: bytes | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=lambda: dict(JSON))  # with `content`
 
 
 def case(
@@ -1014,11 +1015,188 @@ DRILLED = [
     ),
 ]
 
+# Issue 24: what mem0's routes answered with a 500.
+MEM0_ADD = "/mem0/v3/memories/add/"
+MEM0_RANGE_HINT = "-62135596800 to 253402300799"
+BAD_MEM0 = [
+    case(
+        f"mem0-timestamp-{at}-infer-{infer}",
+        "POST",
+        MEM0_ADD,
+        422,
+        "invalid_input",
+        "timestamp",
+        MEM0_RANGE_HINT,
+        TIMESTAMP_HINT,
+        json={
+            "user_id": "ana",
+            "messages": [{"role": "user", "content": "I like tea."}],
+            "timestamp": at,
+            "infer": infer,
+        },
+    )  # fmt: skip
+    for at in (253402300800, 99999999999999, -62135596801)
+    for infer in (True, False)
+]
+
+# Issue 24 item 8 and beside it: bodies that are not JSON, text that is not UTF-8, and
+# timestamps given as numbers.
+A_TURN = b'{"user_id": "ana", "user_message": "I like tea."}'
+TYPE_HINT = "Content-Type: application/json"
+HISTORY = "/v1/users/ana/history/search"
+NOT_JSON = [
+    case(
+        "form-encoded",
+        "POST",
+        TURN,
+        415,
+        "unsupported_media_type",
+        "JSON",
+        TYPE_HINT,
+        "application/x-www-form-urlencoded",
+        content=b"user_id=ana&user_message=I+like+tea.",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    ),
+    case(
+        "text-plain",
+        "POST",
+        TURN,
+        415,
+        "unsupported_media_type",
+        TYPE_HINT,
+        "text/plain",
+        content=A_TURN,
+        headers={"content-type": "text/plain"},
+    ),
+    case(
+        "no-content-type",
+        "POST",
+        TURN,
+        415,
+        "unsupported_media_type",
+        TYPE_HINT,
+        content=A_TURN,
+        headers={},
+    ),
+    case(
+        "text-plain-import",
+        "POST",
+        IMPORT,
+        415,
+        "unsupported_media_type",
+        TYPE_HINT,
+        content=b'{"messages": []}',
+        headers={"content-type": "text/plain"},
+    ),
+    case(
+        "text-plain-search",
+        "POST",
+        SEARCH,
+        415,
+        "unsupported_media_type",
+        TYPE_HINT,
+        content=b'{"query": "tea"}',
+        headers={"content-type": "text/plain; charset=utf-8"},
+    ),
+    case(
+        "form-mem0-add",
+        "POST",
+        MEM0_ADD,
+        415,
+        "unsupported_media_type",
+        TYPE_HINT,
+        content=b"user_id=ana",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    ),
+    case(
+        "utf-16",
+        "POST",
+        TURN,
+        400,
+        "malformed_json",
+        "UTF-8",
+        content=A_TURN.decode().encode("utf-16"),
+    ),
+    case(
+        "utf-16-le",
+        "POST",
+        TURN,
+        400,
+        "malformed_json",
+        "UTF-8",
+        content=A_TURN.decode().encode("utf-16-le"),
+    ),
+    case(
+        "utf-32",
+        "POST",
+        TURN,
+        400,
+        "malformed_json",
+        "UTF-8",
+        content=A_TURN.decode().encode("utf-32"),
+    ),
+    case(
+        "utf-8-bom",
+        "POST",
+        TURN,
+        400,
+        "malformed_json",
+        "byte order mark",
+        content=b"\xef\xbb\xbf" + A_TURN,
+    ),
+    case("history-q-nul", "GET", HISTORY, 422, "invalid_input", "q", "NUL", params={"q": "a\x00b"}),
+    case("history-q-not-utf8", "GET", HISTORY + "?q=t%FFa", 422, "invalid_input", "q", "UTF-8"),
+    case(
+        "context-query-not-utf8",
+        "GET",
+        "/v1/sessions/s1/context?query=%C3",
+        422,
+        "invalid_input",
+        "query",
+        "UTF-8",
+    ),
+    case("list-type-not-utf8", "GET", LIST + "?type=%E9", 422, "invalid_input", "type", "UTF-8"),
+    *[
+        case(
+            f"created-at-{name}",
+            "POST",
+            TURN,
+            422,
+            "invalid_input",
+            "created_at",
+            "not a number",
+            json=turn(created_at=at),
+        )
+        for name, at in (("number", -1), ("digits", "-1"), ("decimal-text", "1715178600.5"))
+    ],  # fmt: skip
+    case(
+        "created-at-number-message",
+        "POST",
+        TURN,
+        422,
+        "invalid_input",
+        "user_message.created_at",
+        "not a number",
+        json=turn({"content": "I like tea.", "created_at": 1715178600}),
+    ),
+    case(
+        "created-at-number-import",
+        "POST",
+        IMPORT,
+        422,
+        "invalid_input",
+        "messages.0.created_at",
+        "not a number",
+        json={"messages": [line(created_at=-1)]},
+    ),
+]
+
 
 def send(seeded: Seeded, c: Case) -> Any:
-    kwargs: dict[str, Any] = {"params": c.params}
+    # params=None, not {}: httpx would replace a query string written into the path
+    kwargs: dict[str, Any] = {"params": c.params or None}
     if c.content is not None:
-        kwargs.update(content=c.content, headers=JSON)
+        kwargs.update(content=c.content, headers=c.headers)
     elif c.json is not None:
         kwargs["json"] = c.json
     return seeded.client.request(c.method, c.path, **kwargs)
@@ -1035,7 +1213,9 @@ def check_error(response: Any, status: int, code: str, mentions: tuple[str, ...]
         assert fragment in error["message"], (fragment, error["message"])
 
 
-@pytest.mark.parametrize("c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS + DRILLED)
+@pytest.mark.parametrize(
+    "c", BAD_TURNS + BAD_IMPORTS + BAD_MEMORY_CALLS + DRILLED + BAD_MEM0 + NOT_JSON
+)
 def test_bad_request_is_refused_with_an_actionable_error_and_stores_nothing(
     seeded: Seeded, c: Case
 ) -> None:
@@ -1087,3 +1267,65 @@ def test_astral_text_as_a_surrogate_pair_is_stored(seeded: Seeded) -> None:
     assert response.status_code == 202, response.text
     exported = seeded.client.get("/v1/users/emoji/export").json()
     assert "I love \U0001f3b7 jazz" in str(exported)
+
+
+@pytest.mark.parametrize("text", ["ok", "0", "!!", "?", "  ab  "])
+def test_mem0_update_with_text_too_short_to_be_a_memory_is_refused(
+    seeded: Seeded, text: str
+) -> None:
+    """The rules type no fact from it (it was a 500): 422 naming `text`, the memory as it was."""
+    path = f"/mem0/v1/memories/{seeded.memory_id}/"
+    before, memory = seeded.snapshot(), seeded.client.get(path).json()
+    response = seeded.client.put(path, json={"text": text})
+    check_error(response, 422, "invalid_input", ("text", "at least 3 characters"))
+    assert seeded.snapshot() == before
+    assert seeded.client.get(path).json() == memory
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [("GET", SEARCH, "POST"), ("PUT", LIST, "GET"), ("GET", TURN, "POST"),
+     ("POST", f"/mem0/v1/memories/{'0' * 8}/", "DELETE, GET, PUT")],
+)  # fmt: skip
+def test_a_method_the_path_does_not_serve_is_405_naming_those_it_does(
+    seeded: Seeded, method: str, path: str, allow: str
+) -> None:
+    """GET …/memories/search was a 404: /memories/{memory_id} took "search" for an id."""
+    before = seeded.snapshot()
+    response = seeded.client.request(method, path, json={"query": "tea"})
+    check_error(response, 405, "method_not_allowed", ("Method Not Allowed",))
+    assert response.headers["allow"] == allow
+    assert seeded.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "route"),
+    [
+        ("GET", LIST + "/", LIST),
+        ("POST", TURN + "/", TURN),
+        ("GET", "/mem0/v1/ping", "/mem0/v1/ping/"),
+    ],
+)
+def test_a_trailing_slash_the_route_has_not_is_a_404_naming_the_route(
+    seeded: Seeded, method: str, path: str, route: str
+) -> None:
+    """Not a bare 307 to follow: an API client is told which path to call."""
+    before = seeded.snapshot()
+    response = seeded.client.request(method, path, json=turn(), follow_redirects=False)
+    check_error(response, 404, "not_found", (route, "trailing slash"))
+    assert response.json()["error"]["details"] == {"path": route}
+    assert seeded.snapshot() == before
+
+
+def test_every_router_checks_requests_with_the_api_route() -> None:
+    """services.api.routing.ApiRoute refuses bodies that are not JSON and query text that is
+    not UTF-8, and leaves a literal path to its route: a router without it would not."""
+    import pkgutil
+    from importlib import import_module
+
+    import services.api.routes as routes
+    from services.api.routing import ApiRoute
+
+    for info in pkgutil.iter_modules(routes.__path__):
+        router = import_module(f"{routes.__name__}.{info.name}").router
+        assert router.route_class is ApiRoute, info.name

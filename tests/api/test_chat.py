@@ -278,6 +278,52 @@ def test_sdk_error_and_its_own_retry_store_the_message_once(
     settle(client, runtime)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_resent_chat_message_gets_its_stored_reply_and_stores_nothing(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime, stream: bool
+) -> None:
+    """Issue 24: the same external_id again (a client that lost the answer) called the chat
+    model again and stored a second reply; it is answered with the reply stored for it."""
+    say(scripted_llm, "I live in Berlin.", "Berlin is lovely in spring.", BERLIN)
+    message = {"content": "I live in Berlin.", "external_id": "c-1"}
+    first = chat(client, message)
+    say(scripted_llm, "I live in Berlin.", "Another reply.")
+    body = {"user_id": "ana", "session_id": "s1", "message": message, "stream": stream}
+    response = client.post("/v1/chat", json=body)
+    assert response.status_code == 200, response.text
+    if stream:
+        events = sse_events(response.text)
+        assert "".join(e["delta"] for e in events if "delta" in e) == first["reply"]
+        again = {**events[-1], "reply": first["reply"]}
+        assert again.pop("done") is True
+    else:
+        again = response.json()
+    assert again["reply"] == first["reply"] and again["duplicate"] is True
+    assert again["message_ids"] == first["message_ids"] and again["job_id"] == first["job_id"]
+    assert again["usage"]["total_tokens"] == 0  # no model was called
+    assert len(chat_calls(scripted_llm)) == 1
+    assert [m.content for m in stored(runtime)] == ["I live in Berlin.", first["reply"]]
+    settle(client, runtime)
+
+
+def test_a_chat_message_resent_after_a_failure_is_answered_once(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
+) -> None:
+    """The first call failed (502, the message stored without a reply): the resend asks the
+    model and stores its reply; a resend after that answers with it."""
+    say(scripted_llm, "I live in Berlin.", "Welcome back.", BERLIN)
+    scripted_llm.misbehave("500", match="I live in Berlin.")
+    message = {"content": "I live in Berlin.", "external_id": "c-2"}
+    body = {"user_id": "ana", "session_id": "s1", "message": message}
+    assert client.post("/v1/chat", json=body).status_code == 502
+    answered = chat(client, message)
+    assert answered["reply"] == "Welcome back." and answered.get("duplicate") is False
+    again = chat(client, message)
+    assert again["duplicate"] is True and again["message_ids"] == answered["message_ids"]
+    assert [m.role for m in stored(runtime)] == ["user", "assistant"]
+    settle(client, runtime)
+
+
 def test_owner_is_required_and_unambiguous(client: TestClient, scripted_llm: ScriptedLLM) -> None:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
     missing = client.post("/v1/chat/completions", json=body)

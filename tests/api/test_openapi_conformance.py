@@ -1,6 +1,7 @@
 """The OpenAPI document says what the API does: schemathesis (every check) against a real
-`tiermem serve`, with an app key and with the operator key, finds no server error and no
-conformance failure. The chat model is the scripted OpenAI-compatible server.
+`tiermem serve`, with an app key, a tenant admin key and the operator key (the three kinds
+of caller, README: API), finds no server error and no conformance failure. The chat model
+is the scripted OpenAI-compatible server.
 
 Bounded (a few examples per operation, fixed seed) so it fits in the suite; the rules JSON
 Schema cannot state are listed in schemathesis.toml beside this file.
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import ADMIN_KEY, APP_KEY, tiermem_serve
@@ -34,10 +37,27 @@ def server_fixture(
         yield url
 
 
-@pytest.mark.parametrize("key", [APP_KEY, ADMIN_KEY], ids=["app-key", "operator-key"])
+@pytest.fixture(name="keys", scope="module")
+def keys_fixture(server: str) -> dict[str, str]:
+    """A key of each kind: the dev tenant's app key, a tenant admin key of that tenant
+    (made by the operator, as `tiermem tenants key default --admin` would), the operator's."""
+    operator = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    [tenant] = [t for t in httpx.get(f"{server}/v1/admin/tenants", headers=operator).json()
+                if t["name"] == "default"]  # fmt: skip
+    made = httpx.post(
+        f"{server}/v1/admin/tenants/{tenant['id']}/keys",
+        json={"name": "conformance", "scope": "admin"},
+        headers=operator,
+    )
+    assert made.status_code == 201, made.text
+    return {"app-key": APP_KEY, "tenant-admin-key": made.json()["key"], "operator-key": ADMIN_KEY}
+
+
+@pytest.mark.parametrize("kind", ["app-key", "tenant-admin-key", "operator-key"])
 def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
-    server: str, key: str
+    keys: dict[str, str], server: str, kind: str
 ) -> None:
+    key, started = keys[kind], time.monotonic()
     run = subprocess.run(
         [
             ST, "run", f"{server}/openapi.json",
@@ -57,4 +77,5 @@ def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
         text=True,
         timeout=600,
     )  # fmt: skip
+    print(f"schemathesis with the {kind}: {time.monotonic() - started:.0f}s")
     assert run.returncode == 0, run.stdout[-12000:]

@@ -337,6 +337,44 @@ def test_same_external_ids_are_stored_once(client: TestClient, runtime: Runtime)
     assert counts(runtime)[0] == 2
 
 
+# Issue 24: the README's SDK pattern (an external_id on the user message only) sent twice
+# stored the reply twice. A turn is identified by its user message's external_id.
+@pytest.mark.parametrize(
+    "resent_reply",
+    ["Cool.", "Something else.", {"content": "Cool.", "external_id": "r-2"}, None],
+    ids=["same-reply", "other-reply", "reply-with-an-id", "no-reply"],
+)
+def test_a_resent_turn_stores_nothing_whatever_its_reply(
+    client: TestClient, runtime: Runtime, resent_reply: Any
+) -> None:
+    body = {"user_id": "ana", "user_message": {"content": "I like chess", "external_id": "u-1"}}
+    first = post_turn(client, "s1", {**body, "assistant_message": "Cool."})
+    again = post_turn(client, "s1", {**body, "assistant_message": resent_reply})
+    assert again["duplicate"] is True and again["job_id"] == first["job_id"]
+    assert again["message_ids"] == first["message_ids"]  # the user message and its reply
+    assert counts(runtime)[:2] == (2, 1)
+    history = client.get("/v1/sessions/s1/context", params={"query": "chess"}).json()["history"]
+    assert [h["content"] for h in history] == ["I like chess", "Cool."]
+    tiers = client.get("/v1/sessions/s1/tiers").json()["tiers"]
+    assert [e["text"] for t in tiers for e in t["entries"]] == ["I like chess", "Cool."]
+    wait_job(client, first["job_id"])
+
+
+def test_an_import_sent_again_stores_no_reply_twice(client: TestClient, runtime: Runtime) -> None:
+    """A line without an external_id right after a stored user line is that turn's reply."""
+    lines = [
+        {"user_id": "bo", "session_id": "i1", "role": "user", "content": "I play the violin",
+         "external_id": "x1"},
+        {"user_id": "bo", "session_id": "i1", "role": "assistant", "content": "Lovely."},
+    ]  # fmt: skip
+    first = client.post("/v1/import", json={"messages": lines}).json()
+    again = client.post("/v1/import", json={"messages": lines}).json()
+    assert (first["stored"], first["duplicates"]) == (2, 0)
+    assert again == {"stored": 0, "duplicates": 2, "job_ids": []}
+    assert counts(runtime)[:2] == (2, 1)
+    wait_job(client, first["job_ids"][0])
+
+
 def test_export_delete_memory_and_delete_user(
     client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
 ) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlmodel import select
 
-from services.api.deps import AdminDep, OperatorDep, SessionDep
+from services.api.deps import AdminDep, OperatorDep, SessionDep, TenantIdPath
+from services.api.routing import ApiRoute
 from shared.db.models import Tenant
-from shared.inputs import Identifier
 from shared.records.tenancy import (
     KeyCreated,
     KeyIn,
@@ -18,7 +18,7 @@ from shared.records.tenancy import (
     create_tenant,
 )
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"], route_class=ApiRoute)
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated)
@@ -42,7 +42,7 @@ def get_tenants(session: SessionDep, principal: AdminDep) -> list[TenantPublic]:
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated)
 def post_key(
-    tenant_id: Identifier, body: KeyIn, session: SessionDep, principal: AdminDep
+    tenant_id: TenantIdPath, body: KeyIn, session: SessionDep, principal: AdminDep
 ) -> KeyCreated:
     principal.reach_tenant(tenant_id)
     row, key = create_api_key(

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from services.api.deps import RuntimeDep, TasksDep, TenantDep
 from services.api.errors import UPSTREAM_RESPONSES, error_body
+from services.api.routing import ApiRoute
 from services.api.sse import event, sse_response
 from shared.chat.models import ChatIn, ChatPublic
 from shared.chat.openai_api import (
@@ -24,7 +25,7 @@ from shared.chat.openai_api import (
 from shared.flows.chat_turn import ChatTurnStream, run_chat_turn, start_chat_stream
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
-router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["chat"], responses=UPSTREAM_RESPONSES, route_class=ApiRoute)
 SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when streaming"}
 }

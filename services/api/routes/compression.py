@@ -7,7 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query
 
-from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, TenantDep
+from services.api.deps import (
+    RunIdPath,
+    RuntimeDep,
+    SessionDep,
+    SessionIdPath,
+    TasksDep,
+    TenantDep,
+)
+from services.api.routing import ApiRoute
 from shared.compression import sessions
 from shared.compression.models import (
     CompactIn,
@@ -23,7 +31,7 @@ from shared.db.models import ChatSession
 from shared.errors import Unavailable
 from shared.inputs import MAX_OFFSET
 
-router = APIRouter(prefix="/v1/sessions", tags=["compression"])
+router = APIRouter(prefix="/v1/sessions", tags=["compression"], route_class=ApiRoute)
 log = logging.getLogger(__name__)
 
 
@@ -71,7 +79,7 @@ def get_runs(
 
 
 @router.get("/{session_id}/compression/runs/{run_id}", response_model=CompressionRunPublic)
-def get_run(chat: ChatDep, session: SessionDep, run_id: str) -> CompressionRunPublic:
+def get_run(chat: ChatDep, session: SessionDep, run_id: RunIdPath) -> CompressionRunPublic:
     return sessions.get_run(session=session, chat=chat, run_id=run_id)
 
 

@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TenantDep
+from services.api.routing import ApiRoute
 from shared.context.models import ContextPublic
 from shared.flows.build_context import build_context
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, Identifier
 
-router = APIRouter(prefix="/v1/sessions", tags=["context"])
+router = APIRouter(prefix="/v1/sessions", tags=["context"], route_class=ApiRoute)
 
 
 @router.get("/{session_id}/context", response_model=ContextPublic)

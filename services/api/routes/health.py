@@ -8,8 +8,9 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from services.api.deps import RuntimeDep, SessionDep
+from services.api.routing import ApiRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=ApiRoute)
 
 
 @router.get("/healthz")

@@ -7,10 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
+from services.api.routing import ApiRoute
 from shared.inputs import ID_RULE, NON_BLANK_PATTERN, Identifier
 from shared.memory.message_search import MAX_AROUND, MessageHitsPublic, search_user_history
 
-router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"])
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"], route_class=ApiRoute)
 
 
 @router.get("/history/search", response_model=MessageHitsPublic)

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 
 from services.api.deps import (
+    JobIdPath,
+    MemoryIdPath,
     RuntimeDep,
     SessionDep,
     TasksDep,
     key_from_headers,
     principal_of,
 )
+from services.api.routing import ApiRoute
 from shared.flows.forget import delete_memory
+from shared.inputs import ID_RULE, Identifier
 from shared.mem0_compat import hosted, models
 from shared.mem0_compat.memories import (
     Mem0History,
@@ -39,7 +43,7 @@ from shared.mem0_compat.models import (
     UpdateIn,
 )
 
-router = APIRouter(prefix="/mem0", tags=["mem0"])
+router = APIRouter(prefix="/mem0", tags=["mem0"], route_class=ApiRoute)
 
 
 async def mem0_tenant(
@@ -108,14 +112,18 @@ def get_all(
 
 
 @router.get("/v1/memories/{memory_id}/", response_model=Mem0Memory)
-def get(memory_id: str, session: SessionDep, tenant_id: TenantDep) -> Mem0Memory:
+def get(memory_id: MemoryIdPath, session: SessionDep, tenant_id: TenantDep) -> Mem0Memory:
     fact, user = find_memory(session=session, tenant_id=tenant_id, memory_id=memory_id)
     return as_mem0(session, [fact], user)[0]
 
 
 @router.put("/v1/memories/{memory_id}/", response_model=Mem0Memory)
 def update(
-    memory_id: str, body: UpdateIn, runtime: RuntimeDep, session: SessionDep, tenant_id: TenantDep
+    memory_id: MemoryIdPath,
+    body: UpdateIn,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    tenant_id: TenantDep,
 ) -> Mem0Memory:
     """The memory keeps its id and takes the new text; the old text stays as the version it
     superseded (see `history`)."""
@@ -129,7 +137,7 @@ def update(
 
 @router.delete("/v1/memories/{memory_id}/", response_model=Deleted)
 def delete(
-    memory_id: str, runtime: RuntimeDep, session: SessionDep, tenant_id: TenantDep
+    memory_id: MemoryIdPath, runtime: RuntimeDep, session: SessionDep, tenant_id: TenantDep
 ) -> Deleted:
     fact, user = find_memory(session=session, tenant_id=tenant_id, memory_id=memory_id)
     delete_memory(runtime=runtime, session=session, user=user, memory_id=fact.id)
@@ -154,7 +162,9 @@ def remove_all(
 
 
 @router.get("/v1/memories/{memory_id}/history/", response_model=list[Mem0History])
-def memory_history(memory_id: str, session: SessionDep, tenant_id: TenantDep) -> list[Mem0History]:
+def memory_history(
+    memory_id: MemoryIdPath, session: SessionDep, tenant_id: TenantDep
+) -> list[Mem0History]:
     fact, user = find_memory(session=session, tenant_id=tenant_id, memory_id=memory_id)
     return history(session=session, fact=fact, user=user)
 
@@ -162,7 +172,7 @@ def memory_history(memory_id: str, session: SessionDep, tenant_id: TenantDep) ->
 @router.delete("/v2/entities/{entity_type}/{entity_id}/", response_model=Deleted)
 def delete_entity(
     entity_type: Literal["user", "agent", "app", "run"],
-    entity_id: str,
+    entity_id: Annotated[Identifier, Path(description=f"the entity's id; {ID_RULE}")],
     runtime: RuntimeDep,
     session: SessionDep,
     tenant_id: TenantDep,
@@ -175,6 +185,6 @@ def delete_entity(
 
 
 @router.get("/v1/event/{event_id}/", response_model=EventOut)
-def event(event_id: str, session: SessionDep, tenant_id: TenantDep) -> EventOut:
+def event(event_id: JobIdPath, session: SessionDep, tenant_id: TenantDep) -> EventOut:
     """An add's extraction job, as mem0's event: its status, then the memories it wrote."""
     return hosted.event(session=session, tenant_id=tenant_id, event_id=event_id)

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from services.api.deps import RuntimeDep, SessionDep, UserDep
+from services.api.deps import MemoryIdPath, RuntimeDep, SessionDep, UserDep
+from services.api.routing import ApiRoute
 from shared.extraction.schemas import FactType
 from shared.flows.forget import delete_memory, delete_user
 from shared.inputs import MAX_OFFSET
@@ -23,7 +24,7 @@ from shared.memory.reader import (
     search_memories,
 )
 
-router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"])
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"], route_class=ApiRoute)
 
 
 @router.get("/memories", response_model=MemoriesPublic)
@@ -66,7 +67,7 @@ def search(
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic)
-def read_memory(memory_id: str, user: UserDep, session: SessionDep) -> MemoryPublic:
+def read_memory(memory_id: MemoryIdPath, user: UserDep, session: SessionDep) -> MemoryPublic:
     [memory] = memories_public(
         session, [get_memory(session=session, user=user, memory_id=memory_id)]
     )
@@ -75,7 +76,7 @@ def read_memory(memory_id: str, user: UserDep, session: SessionDep) -> MemoryPub
 
 @router.delete("/memories/{memory_id}", status_code=204)
 def remove_memory(
-    memory_id: str, user: UserDep, session: SessionDep, runtime: RuntimeDep
+    memory_id: MemoryIdPath, user: UserDep, session: SessionDep, runtime: RuntimeDep
 ) -> Response:
     delete_memory(runtime=runtime, session=session, user=user, memory_id=memory_id)
     return Response(status_code=204)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from services.api.deps import AdminDep, OperatorDep, RuntimeDep, SessionDep, TasksDep
+from services.api.routing import ApiRoute
 from shared.errors import Unavailable
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.control import QueueState, RetryIn, RetryOut
@@ -17,7 +18,7 @@ from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 from shared.vectors import VectorStore
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], route_class=ApiRoute)
 
 
 @router.get("/v1/ops/queues", response_model=OpsSnapshot)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.api.deps import AdminDep, RuntimeDep, SessionDep, TasksDep
+from services.api.deps import AdminDep, JobIdPath, RuntimeDep, SessionDep, TasksDep
+from services.api.routing import ApiRoute
 from shared.errors import Unavailable
 from shared.flows.replay_extraction import create_job
 from shared.records import replay
 
-router = APIRouter(prefix="/v1/replay", tags=["replay"])
+router = APIRouter(prefix="/v1/replay", tags=["replay"], route_class=ApiRoute)
 
 
 @router.post("", status_code=202, response_model=replay.ReplayProgress)
@@ -37,19 +38,23 @@ def list_replays(session: SessionDep, principal: AdminDep) -> list[replay.Replay
 
 
 @router.get("/{job_id}", response_model=replay.ReplayProgress)
-def get_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+def get_replay(
+    job_id: JobIdPath, session: SessionDep, principal: AdminDep
+) -> replay.ReplayProgress:
     return replay.progress(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
 
 
 @router.post("/{job_id}/cancel", response_model=replay.ReplayProgress)
-def cancel_replay(job_id: str, session: SessionDep, principal: AdminDep) -> replay.ReplayProgress:
+def cancel_replay(
+    job_id: JobIdPath, session: SessionDep, principal: AdminDep
+) -> replay.ReplayProgress:
     replay.cancel(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     return replay.progress(session=session, job_id=job_id)
 
 
 @router.post("/{job_id}/resume", response_model=replay.ReplayProgress)
 def resume_replay(
-    job_id: str, tasks: TasksDep, session: SessionDep, principal: AdminDep
+    job_id: JobIdPath, tasks: TasksDep, session: SessionDep, principal: AdminDep
 ) -> replay.ReplayProgress:
     replay.resume(session=session, job_id=job_id, tenant_id=principal.visible_tenant)
     if not tasks.replay(job_id):

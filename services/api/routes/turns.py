@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request
 
 from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, TenantDep
+from services.api.routing import ApiRoute
 from shared.flows.import_transcripts import import_lines
 from shared.flows.store_turn import TurnWriter
 from shared.records.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
 
-router = APIRouter(prefix="/v1", tags=["turns"])
+router = APIRouter(prefix="/v1", tags=["turns"], route_class=ApiRoute)
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
