@@ -13,30 +13,37 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.cli.mcp import mcp
 from services.cli.ops import ops_cli
 from services.cli.replay import replay_cli
 from services.cli.settings import load_settings
-from shared.config import Settings
 from shared.errors import DomainError, Unavailable
-from shared.ops.queues import QUEUES, REPLAY
-from shared.records.ingest import TranscriptLine
-from shared.vectors.folder_owner import FolderOwner
+from shared.ops.queue_names import QUEUES, REPLAY
+
+# The help of every command is printed from this module and the ones above, so they import
+# the product (FastAPI, Celery, SQL, the vector engine, the models) only inside the command
+# that runs: `tiermem --help` stays a fraction of a second (docs/benchmarks.md, "CLI help").
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from sqlmodel import Session
+
+    from shared.config import Settings
+    from shared.records.ingest import TranscriptLine
+    from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(
     help="tiermem: long-term memory for multi-user chat backends.",
     no_args_is_help=True,
     add_completion=False,
+    # Markdown joins a docstring's wrapped lines; rich markup would print its line breaks.
+    rich_markup_mode="markdown",
 )
 tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
 cli.add_typer(replay_cli, name="replay")
 cli.command()(mcp)
-if TYPE_CHECKING:
-    from sqlmodel import Session
 
 console = Console(stderr=True)
 
@@ -585,6 +592,8 @@ def _chunks(lines: list[TranscriptLine], size: int) -> Iterator[list[TranscriptL
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

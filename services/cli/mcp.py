@@ -5,14 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-import anyio
 import typer
-from mcp.server.mcpserver import Context
 from rich.console import Console
 
 from services.cli.settings import load_settings
-from services.mcp.remote import RemoteBackend
-from services.mcp.tools import build_server
 
 
 def mcp(
@@ -25,6 +21,12 @@ def mcp(
 ) -> None:
     """MCP over stdio (Claude Desktop, Cursor, …): the memory tools, answered by a running
     `tiermem serve` / `tiermem api` with an app key (ADR 0016)."""
+    import anyio
+    from mcp.server.mcpserver import Context
+
+    from services.mcp.remote import RemoteBackend
+    from services.mcp.tools import build_server
+
     settings = load_settings()
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
