@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.utils.nodenames import default_nodename, host_format
 from celery.worker import state
 
 from shared import heap
@@ -29,6 +31,17 @@ OWN_QUEUES: dict[str, set[str]] = {}
 AFTER_READY: dict[str, list[Callable[[], object]]] = {}
 # celery.concurrency modules → the names `tiermem worker --pool` takes
 POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
+
+
+def node_name(label: str, configured: str | None = None) -> str:
+    """A worker's Celery node name: `configured` as Celery's -n takes it (`%h` is the host
+    name; `@<host>` is added to a name without one), else tiermem-<label>-<pid>@<host>.
+    Unique per process by default: ops keys a worker's heartbeat, and the runs it claims, by
+    this name, so two workers under one name look like one, and a killed one's runs look
+    held by the other."""
+    if configured:
+        return str(host_format(default_nodename(configured)))
+    return f"tiermem-{label}-{os.getpid()}@{socket.gethostname()}"
 
 
 def consumed_queues(consumer: Any) -> list[str]:

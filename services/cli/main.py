@@ -149,6 +149,13 @@ def worker(
             "own (for an embedded Qdrant folder, which one process owns); 0 = no"
         ),
     ] = 0,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="its node name (Celery's -n: %h is the host name); default "
+            "TIERMEM_WORKER__NAME, else tiermem-QUEUES-PID@HOST, unique per process"
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """A Celery worker on TIERMEM_REDIS_URL."""
@@ -174,12 +181,18 @@ def worker(
         else (lambda: get_runtime().vectors),
     )
     from workers.celery_app import make_celery
+    from workers.ops import node_name
 
     app = make_celery(settings)
     if settings.database.auto_migrate:
         upgrade_to_head(settings)
+    queue_names = queues.split(",")
+    label = "+".join([*queue_names, REPLAY] if replay_concurrency else queue_names)
+    hostname = node_name(label, name or settings.worker.name)
     argv = [
         "worker",
+        "-n",
+        hostname,
         "-Q",
         queues,
         "-P",
@@ -193,7 +206,7 @@ def worker(
         settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
     if replay_concurrency:
-        if REPLAY in queues.split(",") or beat:
+        if REPLAY in queue_names or beat:
             console.print(
                 "[red]--replay-concurrency is for a worker whose --queues leave out replay, "
                 "without --beat (run `tiermem beat` on its own)"
@@ -202,7 +215,7 @@ def worker(
         from services.embedded import run_worker_pair
 
         live_threads = concurrency or settings.worker.concurrency
-        run_worker_pair(app, queues.split(","), live_threads, replay_concurrency)
+        run_worker_pair(app, queue_names, live_threads, replay_concurrency, hostname)
         return
     app.worker_main(argv)
 

@@ -315,7 +315,8 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     assert orphaned["orphaned"] == len(in_flight)
     assert "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S" in orphaned["orphaned_note"]
     assert "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S" in orphaned["orphaned_note"]
-    assert all(r["worker"].startswith("celery@") for r in orphaned["orphaned_runs"])
+    killed = f"tiermem-extract-{first.pid}@{socket.gethostname()}"  # its own node name
+    assert {r["worker"] for r in orphaned["orphaned_runs"]} == {killed}
     status = subprocess.run(
         [TIERMEM, "ops", "status"], env={**stack.env, "COLUMNS": "250"},
         capture_output=True, text=True, timeout=60, check=True,
@@ -576,7 +577,7 @@ def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -
         )
         assert status.returncode == 0, status.stderr
         assert "workers (0 live)" not in status.stdout, status.stdout
-        assert f"embedded@{socket.gethostname()}-{proc.pid}" in status.stdout, status.stdout
+        assert f"tiermem-embedded-{proc.pid}@{socket.gethostname()}" in status.stdout, status.stdout
         assert max(len(row) for row in status.stdout.splitlines()) > 80
     finally:
         proc.send_signal(signal.SIGINT)
