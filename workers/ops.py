@@ -48,10 +48,24 @@ def consumed_queues(consumer: Any) -> list[str]:
     return sorted(q.name for q in getattr(consumer.task_consumer, "queues", None) or [])
 
 
+def processed_by(consumer: Any, own_queues: list[str]) -> int:
+    """Tasks the worker accepted since it started. Celery counts them per process and task
+    name, and two workers can share a process (`tiermem serve`), never a queue: a worker
+    counts the tasks Celery's router sends to its own queues."""
+    route = consumer.app.amqp.router.route
+    return sum(
+        count
+        for name, count in state.total_count.items()
+        if route({}, name)["queue"].name in own_queues
+    )
+
+
 def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInfo:
     queues = consumed_queues(consumer)
     pool = consumer.pool
-    active = list(state.active_requests)
+    # Celery's request sets are the process's: a worker's own carry its node name.
+    active = [r for r in state.active_requests if r.hostname == consumer.hostname]
+    held = [r for r in state.reserved_requests if r.hostname == consumer.hostname]
     return WorkerInfo(
         hostname=consumer.hostname,
         pid=os.getpid(),
@@ -60,8 +74,8 @@ def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInf
         pool=POOL_NAMES.get(type(pool).__module__.rsplit(".", 1)[-1], type(pool).__name__),
         concurrency=int(getattr(pool, "limit", None) or getattr(pool, "num_processes", None) or 1),
         active=len(active),
-        reserved=max(0, len(state.reserved_requests) - len(active)),
-        processed=sum(state.total_count.values()),
+        reserved=max(0, len(held) - len(active)),
+        processed=processed_by(consumer, configured),
         started_at=started_at,
         heartbeat_at=utcnow(),
         active_tasks=[
