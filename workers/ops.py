@@ -51,11 +51,12 @@ def consumed_queues(consumer: Any) -> list[str]:
 def processed_by(consumer: Any, own_queues: list[str]) -> int:
     """Tasks the worker accepted since it started. Celery counts them per process and task
     name, and two workers can share a process (`tiermem serve`), never a queue: a worker
-    counts the tasks Celery's router sends to its own queues."""
+    counts the tasks Celery's router sends to its own queues. (Copied first: a task name
+    seen for the first time adds a key meanwhile.)"""
     route = consumer.app.amqp.router.route
     return sum(
         count
-        for name, count in state.total_count.items()
+        for name, count in list(state.total_count.items())
         if route({}, name)["queue"].name in own_queues
     )
 
@@ -63,9 +64,10 @@ def processed_by(consumer: Any, own_queues: list[str]) -> int:
 def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInfo:
     queues = consumed_queues(consumer)
     pool = consumer.pool
-    # Celery's request sets are the process's: a worker's own carry its node name.
-    active = [r for r in state.active_requests if r.hostname == consumer.hostname]
-    held = [r for r in state.reserved_requests if r.hostname == consumer.hostname]
+    # Celery's request sets are the process's: a worker's own carry its node name. (Copied
+    # first, in one step: the task threads change them meanwhile.)
+    active = [r for r in list(state.active_requests) if r.hostname == consumer.hostname]
+    held = [r for r in list(state.reserved_requests) if r.hostname == consumer.hostname]
     return WorkerInfo(
         hostname=consumer.hostname,
         pid=os.getpid(),
