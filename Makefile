@@ -23,6 +23,7 @@ lint:
 
 bench:
 	$(BIN)/python -m bench.bench_embeddings
+	$(BIN)/python -m bench.bench_cli
 	$(BIN)/python -m bench.bench_ingest
 	$(BIN)/python -m bench.bench_extraction
 	$(BIN)/python -m bench.bench_context

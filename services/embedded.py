@@ -8,9 +8,7 @@ TIERMEM_REDIS_URL is set. A sweeper thread stands in for beat.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 from typing import Any
 
@@ -22,7 +20,7 @@ from shared.records.outbox import claim_lost_runs
 from shared.runtime import Runtime
 from workers import queues
 from workers.celery_app import make_celery
-from workers.ops import AFTER_READY, OWN_QUEUES
+from workers.ops import AFTER_READY, OWN_QUEUES, node_name
 from workers.runtime import set_runtime
 from workers.tasks.extract import enqueue_extraction
 
@@ -44,11 +42,11 @@ def _make_current(celery: Celery) -> None:
 
 
 def thread_worker(
-    celery: Celery, queue_names: list[str], concurrency: int, name: str
+    celery: Celery, queue_names: list[str], concurrency: int, hostname: str
 ) -> WorkController:
-    """A Celery worker (thread pool) to start in a thread of this process, taking only
-    `queue_names` even beside another worker of the same app (workers.ops.OWN_QUEUES)."""
-    hostname = f"{name}@{socket.gethostname()}-{os.getpid()}"
+    """A Celery worker (thread pool) named `hostname` to start in a thread of this process,
+    taking only `queue_names` even beside another worker of the same app
+    (workers.ops.OWN_QUEUES)."""
     OWN_QUEUES[hostname] = set(queue_names)
     return _ThreadWorker(
         app=celery,
@@ -75,11 +73,11 @@ class EmbeddedWorker:
         # The sweeps run in a thread here (_sweep_loop); maintenance is taken all the same,
         # so a sweep task sent through the broker is never stranded.
         live = [queues.EXTRACT, queues.COMPRESS, queues.MAINTENANCE]
-        self._worker = thread_worker(self.celery, live, concurrency, "embedded")
+        self._worker = thread_worker(self.celery, live, concurrency, node_name("embedded"))
         # Replay has threads of its own: a backlog of old turns never takes live ones'.
         replay_threads = runtime.settings.replay.concurrency
         self._replay = thread_worker(
-            self.celery, [queues.REPLAY], replay_threads, "embedded-replay"
+            self.celery, [queues.REPLAY], replay_threads, node_name("embedded-replay")
         )
         AFTER_READY[self._worker.hostname] = [self._replay.start]
         self._threads = [
@@ -134,7 +132,11 @@ class EmbeddedWorker:
 
 
 def run_worker_pair(
-    celery: Celery, queue_names: list[str], concurrency: int, replay_concurrency: int
+    celery: Celery,
+    queue_names: list[str],
+    concurrency: int,
+    replay_concurrency: int,
+    hostname: str,
 ) -> None:
     """`tiermem worker --replay-concurrency N`: live queues and the replay queue in this one
     process (it owns the embedded Qdrant folder), until SIGTERM or SIGINT.
@@ -149,7 +151,7 @@ def run_worker_pair(
     _make_current(celery)
     replay_tasks.REPLAY_SLOTS = threading.BoundedSemaphore(replay_concurrency)
     threads = concurrency + replay_concurrency
-    worker = thread_worker(celery, [*queue_names, queues.REPLAY], threads, "worker")
+    worker = thread_worker(celery, [*queue_names, queues.REPLAY], threads, hostname)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

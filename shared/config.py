@@ -164,6 +164,10 @@ class WorkerSettings(BaseModel):
     # was ~18 % of a busy worker's GIL time (bench/results/extraction.md); tiermem's own
     # ops views read SQL and the heartbeats instead.
     task_events: bool = False
+    # The Celery node name of `tiermem worker` (its -n: `%h` is the host name, `@<host>` is
+    # added to a name without one). Unset: tiermem-<queues>-<pid>@<host>, unique per process;
+    # ops tells workers and the runs each claimed by it, so a name set here must be too.
+    name: str | None = None
 
 
 class ReplaySettings(BaseModel):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.utils.nodenames import default_nodename, host_format
 from celery.worker import state
 
 from shared import heap
@@ -31,14 +33,41 @@ AFTER_READY: dict[str, list[Callable[[], object]]] = {}
 POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
 
 
+def node_name(label: str, configured: str | None = None) -> str:
+    """A worker's Celery node name: `configured` as Celery's -n takes it (`%h` is the host
+    name; `@<host>` is added to a name without one), else tiermem-<label>-<pid>@<host>.
+    Unique per process by default: ops keys a worker's heartbeat, and the runs it claims, by
+    this name, so two workers under one name look like one, and a killed one's runs look
+    held by the other."""
+    if configured:
+        return str(host_format(default_nodename(configured)))
+    return f"tiermem-{label}-{os.getpid()}@{socket.gethostname()}"
+
+
 def consumed_queues(consumer: Any) -> list[str]:
     return sorted(q.name for q in getattr(consumer.task_consumer, "queues", None) or [])
+
+
+def processed_by(consumer: Any, own_queues: list[str]) -> int:
+    """Tasks the worker accepted since it started. Celery counts them per process and task
+    name, and two workers can share a process (`tiermem serve`), never a queue: a worker
+    counts the tasks Celery's router sends to its own queues. (Copied first: a task name
+    seen for the first time adds a key meanwhile.)"""
+    route = consumer.app.amqp.router.route
+    return sum(
+        count
+        for name, count in list(state.total_count.items())
+        if route({}, name)["queue"].name in own_queues
+    )
 
 
 def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInfo:
     queues = consumed_queues(consumer)
     pool = consumer.pool
-    active = list(state.active_requests)
+    # Celery's request sets are the process's: a worker's own carry its node name. (Copied
+    # first, in one step: the task threads change them meanwhile.)
+    active = [r for r in list(state.active_requests) if r.hostname == consumer.hostname]
+    held = [r for r in list(state.reserved_requests) if r.hostname == consumer.hostname]
     return WorkerInfo(
         hostname=consumer.hostname,
         pid=os.getpid(),
@@ -47,8 +76,8 @@ def describe(consumer: Any, started_at: Any, configured: list[str]) -> WorkerInf
         pool=POOL_NAMES.get(type(pool).__module__.rsplit(".", 1)[-1], type(pool).__name__),
         concurrency=int(getattr(pool, "limit", None) or getattr(pool, "num_processes", None) or 1),
         active=len(active),
-        reserved=max(0, len(state.reserved_requests) - len(active)),
-        processed=sum(state.total_count.values()),
+        reserved=max(0, len(held) - len(active)),
+        processed=processed_by(consumer, configured),
         started_at=started_at,
         heartbeat_at=utcnow(),
         active_tasks=[

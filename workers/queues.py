@@ -1,7 +1,7 @@
 """Queue names, task names and routes: live extraction, compression, replay and maintenance
-never share a queue. The queue names are shared.ops.queues' (ops lists the same queues)."""
+never share a queue. The queue names are shared.ops.queue_names' (ops lists the same queues)."""
 
-from shared.ops.queues import COMPRESS, EXTRACT, MAINTENANCE, QUEUES, REPLAY
+from shared.ops.queue_names import COMPRESS, EXTRACT, MAINTENANCE, QUEUES, REPLAY
 
 __all__ = [
     "COMPRESS",

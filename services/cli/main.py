@@ -13,30 +13,37 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.cli.mcp import mcp
 from services.cli.ops import ops_cli
 from services.cli.replay import replay_cli
 from services.cli.settings import load_settings
-from shared.config import Settings
 from shared.errors import DomainError, Unavailable
-from shared.ops.queues import QUEUES, REPLAY
-from shared.records.ingest import TranscriptLine
-from shared.vectors.folder_owner import FolderOwner
+from shared.ops.queue_names import QUEUES, REPLAY
+
+# The help of every command is printed from this module and the ones above, so they import
+# the product (FastAPI, Celery, SQL, the vector engine, the models) only inside the command
+# that runs: `tiermem --help` stays a fraction of a second (docs/benchmarks.md, "CLI help").
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from sqlmodel import Session
+
+    from shared.config import Settings
+    from shared.records.ingest import TranscriptLine
+    from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(
     help="tiermem: long-term memory for multi-user chat backends.",
     no_args_is_help=True,
     add_completion=False,
+    # Markdown joins a docstring's wrapped lines; rich markup would print its line breaks.
+    rich_markup_mode="markdown",
 )
 tenants_cli = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 cli.add_typer(tenants_cli, name="tenants")
 cli.add_typer(ops_cli, name="ops")
 cli.add_typer(replay_cli, name="replay")
 cli.command()(mcp)
-if TYPE_CHECKING:
-    from sqlmodel import Session
 
 console = Console(stderr=True)
 
@@ -142,6 +149,13 @@ def worker(
             "own (for an embedded Qdrant folder, which one process owns); 0 = no"
         ),
     ] = 0,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="its node name (Celery's -n: %h is the host name); default "
+            "TIERMEM_WORKER__NAME, else tiermem-QUEUES-PID@HOST, unique per process"
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """A Celery worker on TIERMEM_REDIS_URL."""
@@ -167,12 +181,18 @@ def worker(
         else (lambda: get_runtime().vectors),
     )
     from workers.celery_app import make_celery
+    from workers.ops import node_name
 
     app = make_celery(settings)
     if settings.database.auto_migrate:
         upgrade_to_head(settings)
+    queue_names = queues.split(",")
+    label = "+".join([*queue_names, REPLAY] if replay_concurrency else queue_names)
+    hostname = node_name(label, name or settings.worker.name)
     argv = [
         "worker",
+        "-n",
+        hostname,
         "-Q",
         queues,
         "-P",
@@ -186,7 +206,7 @@ def worker(
         settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
         argv.append("-B")
     if replay_concurrency:
-        if REPLAY in queues.split(",") or beat:
+        if REPLAY in queue_names or beat:
             console.print(
                 "[red]--replay-concurrency is for a worker whose --queues leave out replay, "
                 "without --beat (run `tiermem beat` on its own)"
@@ -195,7 +215,7 @@ def worker(
         from services.embedded import run_worker_pair
 
         live_threads = concurrency or settings.worker.concurrency
-        run_worker_pair(app, queues.split(","), live_threads, replay_concurrency)
+        run_worker_pair(app, queue_names, live_threads, replay_concurrency, hostname)
         return
     app.worker_main(argv)
 
@@ -585,6 +605,8 @@ def _chunks(lines: list[TranscriptLine], size: int) -> Iterator[list[TranscriptL
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, Group
-from rich.live import Live
 from rich.table import Table
-from sqlmodel import Session
 
 from services.cli.settings import load_settings
-from shared.config import Settings
-from shared.db.engine import make_engine
-from shared.ops.queues import OpsSnapshot, snapshot
-from shared.ops.vectors import vector_stats
-from shared.ops.workers import HeartbeatStore, WorkerInfo
+
+if TYPE_CHECKING:  # loaded by the commands when they run, not by their --help
+    from sqlmodel import Session
+
+    from shared.config import Settings
+    from shared.ops.queues import OpsSnapshot
+    from shared.ops.workers import WorkerInfo
 
 ops_cli = typer.Typer(help="Queues, workers and failed runs.", no_args_is_help=True)
 
@@ -99,6 +99,9 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
 
 
 def _read(settings: Settings, session: Session) -> tuple[OpsSnapshot, list[WorkerInfo]]:
+    from shared.ops.queues import snapshot
+    from shared.ops.workers import HeartbeatStore
+
     workers = HeartbeatStore.from_settings(settings).read()
     return snapshot(session=session, settings=settings, workers=workers), workers
 
@@ -112,6 +115,10 @@ def _console() -> Console:
 @ops_cli.command()
 def status() -> None:
     """Print the queues, workers, tenants and latest failed runs once."""
+    from sqlmodel import Session
+
+    from shared.db.engine import make_engine
+
     settings = load_settings()
     engine = make_engine(settings)
     try:
@@ -124,6 +131,8 @@ def status() -> None:
 
 def vectors_line(settings: Settings) -> str:
     """What the files say (the folder may be another process's): points need the API."""
+    from shared.ops.vectors import vector_stats
+
     v = vector_stats(settings=settings, store=None)
     disk = "–" if v.disk_bytes is None else f"{v.disk_bytes / 1e6:,.0f} MB"
     return (
@@ -138,6 +147,11 @@ def watch(
     count: Annotated[int, typer.Option(min=0, help="stop after this many (0 = until Ctrl-C)")] = 0,
 ) -> None:
     """The same view, refreshed in place until Ctrl-C."""
+    from rich.live import Live
+    from sqlmodel import Session
+
+    from shared.db.engine import make_engine
+
     settings = load_settings()
     engine = make_engine(settings)
     shown = 0

@@ -6,27 +6,17 @@ import datetime as dt
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from sqlmodel import Session
 
 from services.cli.settings import load_settings
-from shared.config import Settings
 from shared.errors import DomainError
-from shared.flows.replay_extraction import create_job
-from shared.records import replay
-from shared.records.tenancy import get_tenant_by_name
-from shared.runtime import Runtime
+
+if TYPE_CHECKING:  # loaded by the commands when they run, not by their --help
+    from shared.records.replay import ReplayProgress
+    from shared.runtime import Runtime
 
 replay_cli = typer.Typer(help="Re-run extraction over stored turns.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -35,7 +25,9 @@ console = Console(stderr=True)
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """This process's Runtime; a refused request prints its reason and exits 2."""
-    settings: Settings = load_settings()
+    from shared.runtime import Runtime
+
+    settings = load_settings()
     if not settings.redis_url:
         console.print(
             "[red]tiermem replay needs TIERMEM_REDIS_URL[/red] (its workers take the replay "
@@ -53,6 +45,18 @@ def _runtime() -> Iterator[Runtime]:
 
 
 def _follow(runtime: Runtime, job_id: str, interval: float = 1.0) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from sqlmodel import Session
+
+    from shared.records import replay
+
     columns = (
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}/s · {task.fields[failed]} failed"),
@@ -74,7 +78,7 @@ def _follow(runtime: Runtime, job_id: str, interval: float = 1.0) -> None:
     _summary(now)
 
 
-def _summary(now: replay.ReplayProgress) -> None:
+def _summary(now: ReplayProgress) -> None:
     console.print(
         f"replay {now.id}: {now.status} · {now.done} done, {now.failed} failed, "
         f"{now.pending + now.running} open, {now.staged} staged of {now.total}"
@@ -102,6 +106,11 @@ def start(
     follow: Annotated[bool, typer.Option(help="show a progress bar until it ends")] = True,
 ) -> None:
     """Select stored turns and re-extract them on the replay queue."""
+    from sqlmodel import Session
+
+    from shared.flows.replay_extraction import create_job
+    from shared.records import replay
+    from shared.records.tenancy import get_tenant_by_name
     from workers.task_queue import TaskQueue
 
     with _runtime() as runtime:
@@ -129,6 +138,10 @@ def status(
     job_id: str, follow: Annotated[bool, typer.Option(help="until it ends")] = False
 ) -> None:
     """Progress of a replay: done/total, rate, ETA, errors, and its per-user report."""
+    from sqlmodel import Session
+
+    from shared.records import replay
+
     with _runtime() as runtime:
         if follow:
             _follow(runtime, job_id)
@@ -140,6 +153,10 @@ def status(
 @replay_cli.command()
 def cancel(job_id: str) -> None:
     """Stop taking its turns (the pending ones stay for `resume`)."""
+    from sqlmodel import Session
+
+    from shared.records import replay
+
     with _runtime() as runtime, Session(runtime.engine) as session:
         replay.cancel(session=session, job_id=job_id)
         console.print(f"replay {job_id}: cancelled")
@@ -148,6 +165,9 @@ def cancel(job_id: str) -> None:
 @replay_cli.command()
 def resume(job_id: str, follow: Annotated[bool, typer.Option()] = True) -> None:
     """Send its unfinished turns again (after a cancel or a worker crash)."""
+    from sqlmodel import Session
+
+    from shared.records import replay
     from workers.task_queue import TaskQueue
 
     with _runtime() as runtime:

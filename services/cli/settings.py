@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from pydantic import ValidationError
-from pydantic_core import ErrorDetails
 from rich.console import Console
 
-from shared.config import Settings, get_settings
+if TYPE_CHECKING:  # pydantic is loaded by a command that runs, not by its --help
+    from pydantic_core import ErrorDetails
+
+    from shared.config import Settings
 
 
 def load_settings() -> Settings:
+    from pydantic import ValidationError
+
+    from shared.config import get_settings
+
     try:
         return get_settings()
     except ValidationError as exc:

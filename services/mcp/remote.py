@@ -41,6 +41,13 @@ class RemoteBackend:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def check_key(self) -> None:
+        """Raise what the API says of the key (401: unknown; 403: the operator key, which
+        reads no user data) before a tool call would. It asks the route whose one job is
+        checking a key for user data (mem0's client calls it at its start), under the same
+        rule as the tools' routes: Principal.user_tenant."""
+        await self._call("GET", "/mem0/v1/ping/")
+
     async def search_memories(self, *, user_id: str, search: SearchIn) -> MemoriesPublic:
         body = await self._call(
             "POST", f"{_user(user_id)}/memories/search", json=search.model_dump(mode="json")

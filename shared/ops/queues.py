@@ -19,13 +19,10 @@ from sqlmodel import Session, col, select
 
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
+from shared.ops.queue_names import COMPRESS, EXTRACT, QUEUES, REPLAY
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 from shared.records.runs import RETRYABLE
 
-# The queue names (workers.queues routes tasks to them). Maintenance (the outbox sweep)
-# has no SQL runs of its own: ops shows its broker numbers only.
-EXTRACT, COMPRESS, REPLAY, MAINTENANCE = "extract", "compress", "replay", "maintenance"
-QUEUES = (EXTRACT, COMPRESS, REPLAY, MAINTENANCE)
 WINDOWS_MIN = (1, 5, 15)
 # kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
 _PRIORITY_SEP = "\x06\x16"

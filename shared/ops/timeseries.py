@@ -14,7 +14,8 @@ from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
 from shared.db.models import ExtractionRun, utcnow
-from shared.ops.queues import EXTRACT, of_tenant, percentile_of, utc
+from shared.ops.queue_names import EXTRACT
+from shared.ops.queues import of_tenant, percentile_of, utc
 
 
 class Point(BaseModel):

@@ -35,6 +35,7 @@ from tests.conftest import (
     make_settings,
     start_process,
     tiermem_env,
+    tiermem_serve,
     wait_for,
 )
 from tests.scripted_llm import ScriptedLLM
@@ -315,7 +316,8 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     assert orphaned["orphaned"] == len(in_flight)
     assert "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S" in orphaned["orphaned_note"]
     assert "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S" in orphaned["orphaned_note"]
-    assert all(r["worker"].startswith("celery@") for r in orphaned["orphaned_runs"])
+    killed = f"tiermem-extract-{first.pid}@{socket.gethostname()}"  # its own node name
+    assert {r["worker"] for r in orphaned["orphaned_runs"]} == {killed}
     status = subprocess.run(
         [TIERMEM, "ops", "status"], env={**stack.env, "COLUMNS": "250"},
         capture_output=True, text=True, timeout=60, check=True,
@@ -576,8 +578,43 @@ def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -
         )
         assert status.returncode == 0, status.stderr
         assert "workers (0 live)" not in status.stdout, status.stdout
-        assert f"embedded@{socket.gethostname()}-{proc.pid}" in status.stdout, status.stdout
+        assert f"tiermem-embedded-{proc.pid}@{socket.gethostname()}" in status.stdout, status.stdout
         assert max(len(row) for row in status.stdout.splitlines()) > 80
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_serves_two_workers_each_report_their_own_counts(tmp_path: Path) -> None:
+    """`tiermem serve` runs its live worker and its replay worker in one process, where
+    Celery counts tasks per process: each worker's record counts its own tasks, so a replay
+    worker that took none says 0, not the live worker's count."""
+    env = {"TIERMEM_WORKER__HEARTBEAT_S": "0.5", "TIERMEM_LOG_LEVEL": "WARNING"}
+    with tiermem_serve(tmp_path, env) as url:
+        jobs = [
+            httpx.post(
+                f"{url}/v1/sessions/s1/turns",
+                headers=HEADERS,
+                json={"user_id": "bo", "user_message": f"I keep note number {i} in a box."},
+            ).json()["job_id"]
+            for i in range(3)
+        ]
+        wait_for(
+            lambda: all(
+                httpx.get(f"{url}/v1/jobs/{j}", headers=HEADERS).json()["status"] == "done"
+                for j in jobs
+            ),
+            timeout=60,
+            what="the turns' extraction",
+        )
+
+        def after_the_turns() -> dict[str, Any]:
+            workers = httpx.get(f"{url}/v1/ops/workers", headers=ADMIN).json()
+            by_queues = {tuple(w["queues"]): w for w in workers}
+            live = by_queues.get(("compress", "extract", "maintenance"))
+            return by_queues if live and live["processed"] >= len(jobs) else {}
+
+        workers = wait_for(after_the_turns, timeout=30, what="the live worker's count")
+        replay = workers[("replay",)]
+        assert replay["processed"] == 0 and replay["active"] == 0 and replay["reserved"] == 0
+        assert replay["hostname"] != workers[("compress", "extract", "maintenance")]["hostname"]

@@ -5,6 +5,7 @@ errors carrying the API's error body; a tenant's key reaches only its tenant's u
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -21,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from tests.conftest import ADMIN_KEY, APP_KEY, TIERMEM, tiermem_serve
+from tests.conftest import ADMIN_KEY, APP_KEY, TIERMEM, free_port, tiermem_serve
 
 TOOLS = {
     "search_memories",
@@ -250,11 +251,44 @@ def test_mcp_without_a_valid_key_is_the_apis_401(server: str, headers: dict[str,
     assert response.headers["www-authenticate"] == "Bearer"
 
 
-def test_stdio_without_a_key_says_how_to_get_one(tmp_path: Path) -> None:
-    import subprocess
-
+def stdio_until_eof(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`tiermem mcp ARGS` with its input closed at once: its exit code, stdout and stderr
+    (with the line breaks of the terminal's width taken out)."""
     done = subprocess.run(
-        [TIERMEM, "mcp"], capture_output=True, text=True, cwd=tmp_path, timeout=60, env={}
-    )
-    assert done.returncode == 2
-    assert "TIERMEM_MCP__API_KEY" in done.stderr and done.stdout == ""
+        [TIERMEM, "mcp", *args],
+        input="", capture_output=True, text=True, cwd=tmp_path, timeout=60, env={},
+    )  # fmt: skip
+    return done.returncode, done.stdout, " ".join(done.stderr.split())
+
+
+def test_stdio_without_a_key_says_how_to_get_one(tmp_path: Path) -> None:
+    code, out, said = stdio_until_eof(tmp_path)
+    assert code == 2
+    assert "TIERMEM_MCP__API_KEY" in said and out == ""
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("wrong-key", "unauthorized"),
+        (ADMIN_KEY, "user data is reached with an app key"),  # the operator key
+    ],
+)
+def test_stdio_with_a_key_the_api_refuses_exits_at_start(
+    server: str, tmp_path: Path, key: str, reason: str
+) -> None:
+    """A wrong key is said at start, with what to do, not at the first tool call."""
+    code, out, said = stdio_until_eof(tmp_path, "--url", server, "--key", key)
+    assert code == 2, said
+    assert f"the tiermem API at {server} refused the key" in said, said
+    assert reason in said and "TIERMEM_MCP__API_KEY" in said
+    assert out == ""  # the protocol's stream stays clean
+
+
+def test_stdio_with_the_api_down_starts_and_says_it(tmp_path: Path) -> None:
+    """An MCP client may start `tiermem mcp` before `tiermem serve`: the key is checked when
+    the API answers; meanwhile the tools answer `unavailable`, naming the URL."""
+    url = f"http://127.0.0.1:{free_port()}"
+    code, _, said = stdio_until_eof(tmp_path, "--url", url, "--key", APP_KEY)
+    assert code == 0, said
+    assert f"the tiermem API at {url} cannot be reached" in said, said

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from tests.e2e.test_processes import (  # the fixtures are shared with the e2e t
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",
@@ -54,6 +56,18 @@ def chromium(url: str, tmp: Path, *args: str) -> str:
     return result.stdout
 
 
+def element(dom: str, tag: str, element_id: str) -> str:
+    match = re.search(rf'<{tag} id="{re.escape(element_id)}".*?</{tag}>', dom, re.S)
+    assert match, f"#{element_id} is not on the page"
+    return match.group(0)
+
+
+def timeline(*series: dict[str, Any]) -> list[str]:
+    """The minutes of these series, oldest first, as the plots label them: HH:MM, UTC."""
+    at = sorted({p["at"] for s in series for p in s["points"]})
+    return [a[11:16] for a in at]
+
+
 def cell(dom: str, element_id: str) -> str:
     match = re.search(rf'id="{re.escape(element_id)}"[^>]*>([^<]*)<', dom)
     assert match, f"#{element_id} is not on the page"
@@ -70,18 +84,16 @@ def test_ops_page_shows_the_api_numbers(
         stack.post_turn("s1", {"user_id": "ana", "user_message": turn_text(i)}) for i in range(4)
     ]
     stack.wait_all_done(done)
-    r = httpx.post(
-        f"{stack.url}/v1/ops/queues/compress/pause",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-    )
+    r = httpx.post(f"{stack.url}/v1/ops/queues/compress/pause", headers=ADMIN)
     assert r.status_code == 200
-    snap = httpx.get(
-        f"{stack.url}/v1/ops/queues", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ).json()
+    snap = httpx.get(f"{stack.url}/v1/ops/queues", headers=ADMIN).json()
     extract = next(q for q in snap["queues"] if q["name"] == "extract")
+    before = httpx.get(f"{stack.url}/v1/ops/timeseries", headers=ADMIN).json()
 
     url = f"{stack.url}/ops#key={ADMIN_KEY}"
     dom = chromium(url, tmp_path, "--dump-dom")
+    # the page read its series in between: the hour may have moved on by a minute
+    shown = timeline(before, httpx.get(f"{stack.url}/v1/ops/timeseries", headers=ADMIN).json())
     assert 'data-loaded="true"' in dom, dom[:2000]
     assert cell(dom, "q-extract-depth") == str(extract["depth"]) == "0"
     assert cell(dom, "q-extract-pending") == str(extract["pending"]) == "0"
@@ -89,8 +101,26 @@ def test_ops_page_shows_the_api_numbers(
     assert cell(dom, "q-compress-paused") == "paused" and cell(dom, "q-extract-paused") == ""
     assert cell(dom, "t-default-pending") == "0"
     # the plots are drawn from /v1/ops/timeseries: a path per series
-    for series in ("depth", "finished", "duration_ms_p50", "duration_ms_p95", "failed"):
-        assert f'data-series="{series}"' in dom
+    for field in ("depth", "finished", "duration_ms_p50", "duration_ms_p95", "failed"):
+        assert f'data-series="{field}"' in dom
+    # each plot has a time axis, in UTC, and a legend naming its lines
+    for chart, legend in [
+        ("chart-depth", ["waiting"]),
+        ("chart-finished", ["finished"]),
+        ("chart-latency", ["p50", "p95"]),
+        ("chart-failed", ["failed"]),
+    ]:
+        svg = element(dom, "svg", chart)
+        ticks = re.findall(r"<text[^>]*data-tick[^>]*>([^<]*)</text>", svg)
+        assert len(ticks) >= 4 and set(ticks) <= set(shown), (chart, ticks)
+        places = [shown.index(t) for t in ticks]
+        assert places == sorted(places), (chart, ticks)  # oldest on the left
+        assert re.search(r"<text[^>]*>UTC</text>", svg), chart
+        assert re.findall(r"<text[^>]*data-legend[^>]*>([^<]*)</text>", svg) == legend
+    # a table with no rows says so instead of showing a bare header
+    assert "nothing yet" in element(dom, "table", "failed")
+    assert "nothing yet" in element(dom, "table", "fallbacks")
+    assert "nothing yet" not in element(dom, "table", "queues")
 
     shot = tmp_path / "ops.png"
     chromium(url, tmp_path, f"--screenshot={shot}", "--window-size=1280,1500")

@@ -7,6 +7,8 @@ messages until resumed; a failed run is retried through the API.
 
 from __future__ import annotations
 
+import signal
+import socket
 import subprocess
 from typing import Any
 
@@ -189,3 +191,64 @@ def test_failed_run_is_listed_then_retried(stack: Stack, scripted_llm: ScriptedL
         f"{stack.url}/v1/ops/queues", headers={"Authorization": "Bearer dev-app-key"}
     )
     assert app_key.status_code == 403
+
+
+def test_two_workers_on_one_host_each_their_own_and_a_killed_ones_runs_orphaned(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Two `tiermem worker` processes on this host are two workers in ops: each its own
+    heartbeat under its own node name, so when one is killed holding a run, that run shows
+    as orphaned while the other worker lives on, listed, with its own run still running."""
+    script_distinct_facts(scripted_llm, 2)
+    scripted_llm.latency_s = 60.0  # each worker holds its run until it is killed
+    stack.start_api()
+
+    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
+        return stack.start_worker(
+            *args,
+            concurrency=1,  # one run each
+            extra_env={
+                # Their own vector folders: an embedded folder takes one process (a Qdrant
+                # server would take both); SQL and the broker are shared.
+                "TIERMEM_QDRANT__PATH": str(stack.tmp / f"vectors-{name}"),
+                "TIERMEM_LLM__TIMEOUT_S": "120",
+            },
+        )
+
+    killed, live = start("a"), start("b", "--name", "live-b@%h")
+    pids = {killed.pid, live.pid}
+    wait_for(
+        lambda: {w["pid"] for w in ops(stack, "/v1/ops/workers")} == pids,
+        timeout=60,
+        what="both workers listed, each under its own name",
+    )
+    post_turns(stack, [turn_text(i) for i in range(2)])
+
+    def each_holding_a_run() -> list[Any]:
+        workers: list[Any] = ops(stack, "/v1/ops/workers")
+        return workers if [w["active"] for w in workers] == [1, 1] else []
+
+    workers = wait_for(each_holding_a_run, timeout=60, what="a run in flight on each worker")
+    names = {w["pid"]: w["hostname"] for w in workers}
+    host = socket.gethostname()
+    assert names[killed.pid] == f"tiermem-extract-{killed.pid}@{host}"
+    assert names[live.pid] == f"live-b@{host}"
+    (held,) = next(w for w in workers if w["pid"] == killed.pid)["active_tasks"]
+    assert queue(stack)["running"] == 2
+
+    stack.stop(killed, signal.SIGKILL)
+
+    def orphaned() -> dict[str, Any] | None:
+        extract = queue(stack)
+        return extract if extract["orphaned"] else None
+
+    extract = wait_for(orphaned, timeout=30, what="the killed worker's run to show orphaned")
+    assert [(r["id"], r["worker"]) for r in extract["orphaned_runs"]] == [
+        (held["args"][0], names[killed.pid])
+    ]
+    assert extract["orphaned"] == 1 and extract["running"] == 1  # the live worker's run
+    assert [(w["pid"], w["hostname"]) for w in ops(stack, "/v1/ops/workers")] == [
+        (live.pid, names[live.pid])
+    ]
+    assert live.poll() is None
+    stack.stop(live, signal.SIGKILL)  # its run waits on the slow LLM; nothing left to see
