@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import fastapi.dependencies.models
 import httpx
 import pytest
 import redis
@@ -38,11 +39,25 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(**base)
 
 
+def forget_finished_apps() -> None:
+    """FastAPI classifies each endpoint and dependency once, in module-level LRU caches of
+    4,096 entries keyed by the callable (fastapi.dependencies.models). An app's own
+    closures (fastapi_offline's /docs routes, our /mcp route) are such keys, so every app
+    made stayed alive, with its Runtime, for the next ~1,000 apps of the process: a server
+    makes one, the suite one per test (12-14 GB, issue 24). Emptied, the next request
+    classifies its callables again."""
+    for cached in vars(fastapi.dependencies.models).values():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
+
+
 @pytest.fixture(autouse=True)
-def _unfreeze_heap() -> Iterator[None]:
-    """Every app a test starts freezes the heap (shared.heap); unfrozen after each test,
-    the test's runtimes and engines can be collected again."""
+def _release_test_heap() -> Iterator[None]:
+    """Every app a test starts freezes the heap (shared.heap) and is held by FastAPI's
+    caches; both let go after each test, the test's apps, runtimes and engines can be
+    collected again."""
     yield
+    forget_finished_apps()
     gc.unfreeze()
 
 
