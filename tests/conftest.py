@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
+from tests.processes import REPO, spawn
 from tests.scripted_llm import scripted_llm, scripted_llm_server  # noqa: F401  (fixtures)
 
 REDIS_URL = os.environ.get("TIERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -179,14 +180,10 @@ def tiermem_env(settings_env: dict[str, str]) -> dict[str, str]:
 
 
 def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    handle = log.open("wb")
-    return subprocess.Popen(
-        args,
-        env=env,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    """`args` in the background, its output in `log`; stopped by tests.processes' reaper
+    if the run dies first."""
+    with log.open("wb") as handle:  # the child has its own copy once started
+        return spawn(args, env=env, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO)
 
 
 def free_port() -> int:

@@ -8,13 +8,13 @@ Schema cannot state are listed in schemathesis.toml beside this file.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.conftest import ADMIN_KEY, APP_KEY, tiermem_serve
 from tests.scripted_llm import ScriptedLLM
 
@@ -38,7 +38,7 @@ def server_fixture(
 def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
     server: str, key: str
 ) -> None:
-    run = subprocess.run(
+    run = processes.run(
         [
             ST, "run", f"{server}/openapi.json",
             "--checks", "all",

@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from tests import processes
 from tests.conftest import ADMIN_KEY, APP_KEY, TIERMEM, tiermem_serve
 
 TOOLS = {
@@ -251,9 +252,7 @@ def test_mcp_without_a_valid_key_is_the_apis_401(server: str, headers: dict[str,
 
 
 def test_stdio_without_a_key_says_how_to_get_one(tmp_path: Path) -> None:
-    import subprocess
-
-    done = subprocess.run(
+    done = processes.run(
         [TIERMEM, "mcp"], capture_output=True, text=True, cwd=tmp_path, timeout=60, env={}
     )
     assert done.returncode == 2
