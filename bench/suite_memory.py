@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import os
 import signal
 import subprocess
@@ -43,7 +44,8 @@ Key = tuple[int, int]
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time in clock ticks), or None once the process is gone."""
+    """(parent pid, start time in clock ticks), or None once the process is gone or has
+    exited (a zombie holds no memory and waits only for its parent to read its status)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -51,6 +53,8 @@ def _stat(pid: int) -> tuple[int, int] | None:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
     fields = raw[raw.rindex(b")") + 2 :].split()
+    if fields[0] == b"Z":
+        return None
     return int(fields[1]), int(fields[19])
 
 
@@ -212,6 +216,15 @@ def report(run: Run) -> str:
     return "\n".join(lines)
 
 
+def write_timeline(run: Run, path: Path) -> None:
+    with path.open("w", newline="") as f:
+        out = csv.writer(f, delimiter="\t")
+        out.writerow(["s", "rss_mb", "pss_mb", "processes", "last_line"])
+        for sample in run.samples:
+            rss, pss = round(sample.rss / MB), round(sample.pss / MB)
+            out.writerow([round(sample.at), rss, pss, sample.processes, sample.last_line])
+
+
 def test_files(paths: Sequence[str]) -> list[Path]:
     files: list[Path] = []
     for path in map(Path, paths):
@@ -230,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="run pytest once per test file under these paths; print a table, worst first",
     )
     parser.add_argument("--quiet", action="store_true", help="do not echo the command's output")
+    parser.add_argument(
+        "--timeline", type=Path, help="write every sample (s, MB, processes, output line) here"
+    )
     parser.add_argument("command", nargs="*", help="the command to measure (after --)")
     args = parser.parse_args(argv)
     print(f"machine: {machine_line()}; load {load_average()}", flush=True)
@@ -238,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error("give a command after --, or --each-module")
         run = measure(args.command, interval=args.interval, echo=not args.quiet)
         print(report(run))
+        if args.timeline:
+            write_timeline(run, args.timeline)
         sys.exit(run.returncode)
     rows: list[tuple[int, int, float, str, str, int, int]] = []
     for path in test_files(args.each_module):
