@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import fastapi.dependencies.models
 import httpx
 import pytest
 import redis
@@ -22,6 +23,7 @@ from fastapi.testclient import TestClient
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
+from tests.processes import REPO, spawn
 from tests.scripted_llm import scripted_llm, scripted_llm_server  # noqa: F401  (fixtures)
 
 REDIS_URL = os.environ.get("TIERMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -38,11 +40,25 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(**base)
 
 
+def forget_finished_apps() -> None:
+    """FastAPI classifies each endpoint and dependency once, in module-level LRU caches of
+    4,096 entries keyed by the callable (fastapi.dependencies.models). An app's own
+    closures (fastapi_offline's /docs routes, our /mcp route) are such keys, so every app
+    made stayed alive, with its Runtime, for the next ~1,000 apps of the process: a server
+    makes one, the suite one per test (12-14 GB, issue 24). Emptied, the next request
+    classifies its callables again."""
+    for cached in vars(fastapi.dependencies.models).values():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
+
+
 @pytest.fixture(autouse=True)
-def _unfreeze_heap() -> Iterator[None]:
-    """Every app a test starts freezes the heap (shared.heap); unfrozen after each test,
-    the test's runtimes and engines can be collected again."""
+def _release_test_heap() -> Iterator[None]:
+    """Every app a test starts freezes the heap (shared.heap) and is held by FastAPI's
+    caches; both let go after each test, the test's apps, runtimes and engines can be
+    collected again."""
     yield
+    forget_finished_apps()
     gc.unfreeze()
 
 
@@ -164,14 +180,10 @@ def tiermem_env(settings_env: dict[str, str]) -> dict[str, str]:
 
 
 def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    handle = log.open("wb")
-    return subprocess.Popen(
-        args,
-        env=env,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    """`args` in the background, its output in `log`; stopped by tests.processes' reaper
+    if the run dies first."""
+    with log.open("wb") as handle:  # the child has its own copy once started
+        return spawn(args, env=env, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO)
 
 
 def free_port() -> int:

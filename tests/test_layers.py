@@ -5,9 +5,10 @@ through the TaskQueue. docs/architecture.md draws the same layers; ADR 0020 says
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,7 +17,7 @@ def test_the_import_contracts_hold() -> None:
     # In a process of its own: lint-imports configures logging with dictConfig, which would
     # disable every logger this test process has made (and empty caplog for later tests).
     lint = Path(sys.executable).parent / "lint-imports"
-    done = subprocess.run(
+    done = processes.run(
         [str(lint), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip

@@ -9,7 +9,6 @@ Schema cannot state are listed in schemathesis.toml beside this file.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import processes
 from tests.conftest import ADMIN_KEY, APP_KEY, tiermem_serve
 from tests.scripted_llm import ScriptedLLM
 
@@ -58,7 +58,7 @@ def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
     keys: dict[str, str], server: str, kind: str
 ) -> None:
     key, started = keys[kind], time.monotonic()
-    run = subprocess.run(
+    run = processes.run(
         [
             ST, "run", f"{server}/openapi.json",
             "--checks", "all",

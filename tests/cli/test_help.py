@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from tests import processes
 
 # What a command loads when it runs; loading them for its help cost seconds. (pydantic is
 # not among them: typer parses parameters with it.)
@@ -45,7 +46,7 @@ json.dump({"helps": helps, "modules": sorted(m.split(".")[0] for m in sys.module
 
 def probe() -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", PROBE],
         env={**env, "COLUMNS": "400", "TERM": "dumb"},
         cwd=Path(__file__).resolve().parents[2],
@@ -60,9 +61,7 @@ def probe() -> dict[str, Any]:
 
 def test_help_loads_none_of_the_heavy_modules() -> None:
     found = probe()
-    assert {"", "worker", "replay start", "ops status", "mcp", "tenants key"} <= set(
-        found["helps"]
-    )
+    assert {"", "worker", "replay start", "ops status", "mcp", "tenants key"} <= set(found["helps"])
     for path, text in found["helps"].items():
         assert f"Usage: tiermem {path}".replace("  ", " ").strip() in text, text
     loaded = set(found["modules"]) & set(HEAVY)

@@ -17,6 +17,7 @@ from shared.db.models import ChatSession, Message, User
 from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
+from tests import processes
 from tests.conftest import APP_KEY, make_settings, tiermem_env
 
 
@@ -40,7 +41,7 @@ def store_raw(runtime: Runtime, user: str, chat: str, external_id: str | None = 
 
 def repair_ids(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = tiermem_env({"TIERMEM_DATA_DIR": str(settings.data_dir)})
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "services.cli.main", "repair-ids", *args],
         env=env,
         capture_output=True,

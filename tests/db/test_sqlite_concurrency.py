@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from shared.db.engine import (
     make_engine,
     read_only,
 )
+from tests import processes
 from tests.conftest import make_settings
 
 THREADS = 16
@@ -169,7 +169,7 @@ except Exception as exc:
 
 
 def _write_from_another_process(tmp_path: Path) -> str:
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", _OTHER_PROCESS, str(tmp_path)],
         capture_output=True,
         text=True,

@@ -28,6 +28,7 @@ from shared.vectors import open_vector_store
 from shared.vectors.folder_owner import read_owner
 from shared.vectors.scope import MESSAGES_SUFFIX
 from tests import factories as f
+from tests import processes
 from tests.conftest import (
     ADMIN_KEY,
     APP_KEY,
@@ -318,7 +319,7 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     assert "TIERMEM_WORKER__SWEEP_RUNNING_AFTER_S" in orphaned["orphaned_note"]
     killed = f"tiermem-extract-{first.pid}@{socket.gethostname()}"  # its own node name
     assert {r["worker"] for r in orphaned["orphaned_runs"]} == {killed}
-    status = subprocess.run(
+    status = processes.run(
         [TIERMEM, "ops", "status"], env={**stack.env, "COLUMNS": "250"},
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
@@ -376,7 +377,7 @@ def test_serve_refuses_a_folder_a_worker_holds(stack: Stack) -> None:
     worker = stack.start_worker()
     wait_for(lambda: read_owner(folder), timeout=60, what="the worker to own the folder")
     env = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
-    serve = subprocess.run(
+    serve = processes.run(
         [TIERMEM, "serve", "--port", str(free_port())],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -435,7 +436,7 @@ def test_the_outbox_sweep_does_not_wait_behind_the_extract_backlog(
         for i in range(lost)
     ))  # fmt: skip
     no_broker = {k: v for k, v in stack.env.items() if k != "TIERMEM_REDIS_URL"}
-    subprocess.run([TIERMEM, "import", str(transcript)], env=no_broker, check=True, timeout=120)
+    processes.run([TIERMEM, "import", str(transcript)], env=no_broker, check=True, timeout=120)
     engine = make_engine(stack.settings)
     try:
         with Session(engine) as s:
@@ -495,7 +496,7 @@ def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) ->
         },
     ]
     transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    imported = subprocess.run(
+    imported = processes.run(
         [TIERMEM, "import", str(transcript)], env=env, capture_output=True, text=True, timeout=120
     )
     assert imported.returncode == 0, imported.stderr
@@ -556,7 +557,7 @@ def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -
     transcript.write_text(json.dumps(line) + "\n")
     try:
         wait_for(lambda: _ok(f"{url}/healthz"), timeout=90, what="tiermem serve")
-        imported = subprocess.run(
+        imported = processes.run(
             [TIERMEM, "import", str(transcript)], env=env, capture_output=True, text=True,
             timeout=120,
         )  # fmt: skip
@@ -573,7 +574,7 @@ def test_an_import_beside_a_running_serve_is_extracted_at_once(tmp_path: Path) -
 
         # its workers are seen from another process too (no Redis: heartbeats in files),
         # and piped output is not cut to 80 columns
-        status = subprocess.run(
+        status = processes.run(
             [TIERMEM, "ops", "status"], env=env, capture_output=True, text=True, timeout=120
         )
         assert status.returncode == 0, status.stderr

@@ -189,6 +189,16 @@ def test_make_embedder_wraps_the_local_model_in_a_cache() -> None:
     )
 
 
+def test_embedders_of_a_process_share_one_local_model() -> None:
+    """A loaded model holds ~150 MB; every Runtime of a process (one per test in the suite)
+    uses the same one, behind a cache of its own."""
+    first = make_embedder(EmbeddingSettings(cache_size=5))
+    second = make_embedder(EmbeddingSettings(cache_size=7))
+    assert first.inner is second.inner
+    first.embed([GO])
+    assert (len(first), len(second)) == (1, 0)
+
+
 # --- OpenAI-compatible provider, against a real HTTP server ------------------------------
 
 

@@ -5,7 +5,6 @@ errors carrying the API's error body; a tenant's key reaches only its tenant's u
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -22,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from tests import processes
 from tests.conftest import ADMIN_KEY, APP_KEY, TIERMEM, free_port, tiermem_serve
 
 TOOLS = {
@@ -254,7 +254,7 @@ def test_mcp_without_a_valid_key_is_the_apis_401(server: str, headers: dict[str,
 def stdio_until_eof(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     """`tiermem mcp ARGS` with its input closed at once: its exit code, stdout and stderr
     (with the line breaks of the terminal's width taken out)."""
-    done = subprocess.run(
+    done = processes.run(
         [TIERMEM, "mcp", *args],
         input="", capture_output=True, text=True, cwd=tmp_path, timeout=60, env={},
     )  # fmt: skip

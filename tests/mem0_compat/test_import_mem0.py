@@ -6,7 +6,6 @@ and over a `get_all`-shaped export: typed facts with provenance, and a rerun add
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from sqlmodel import Session, col, select
 from shared.config import Settings
 from shared.db.models import Fact
 from shared.runtime import Runtime
+from tests import processes
 from tests.conftest import tiermem_env
 from tests.scripted_llm import ScriptedLLM
 
@@ -49,7 +49,7 @@ def mem0_store(folder: Path, llm: ScriptedLLM) -> None:
 
 def import_mem0(tmp: Path, *args: str) -> str:
     env = tiermem_env({"TIERMEM_DATA_DIR": str(tmp / "data")})
-    done = subprocess.run(
+    done = processes.run(
         [str(Path(sys.executable).with_name("tiermem")), "import-mem0", *args],
         env=env,
         capture_output=True,

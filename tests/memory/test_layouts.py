@@ -34,6 +34,7 @@ from shared.vectors import local_mode_leftovers
 from shared.vectors.base import SHARED_HNSW
 from shared.vectors.scope import USER_FIELD, layout_of
 from tests import factories as f
+from tests import processes
 from tests.conftest import APP_KEY, make_settings, tiermem_env
 
 SAID = {"ana": "I live in Lisbon and I love jazz.", "bo": "I work as a pilot and I have a dog."}
@@ -70,7 +71,7 @@ def reindex(
     settings: Settings, layout: str, *options: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`tiermem reindex` in its own process; its console writes to stderr."""
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "services.cli.main", "reindex", *options],
         env=tiermem_env(
             {"TIERMEM_DATA_DIR": str(settings.data_dir), "TIERMEM_QDRANT__LAYOUT": layout, **env}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests import processes
 from tests.conftest import ADMIN_KEY
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
     Stack,
@@ -39,7 +39,7 @@ FLAGS = [
 
 def chromium(url: str, tmp: Path, *args: str) -> str:
     assert CHROMIUM, "Debian's chromium package is needed (.ci/run installs it)"
-    result = subprocess.run(
+    result = processes.run(
         [
             CHROMIUM,
             *FLAGS,

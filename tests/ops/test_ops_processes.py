@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests import factories as f
+from tests import processes
 from tests.conftest import ADMIN_KEY, wait_for
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
     TIERMEM,
@@ -112,7 +113,7 @@ def test_depth_drain_workers_and_metrics(stack: Stack, scripted_llm: ScriptedLLM
     assert "tiermem_vector_points{" not in text
 
     # The terminal view reads the same numbers straight from SQL, Redis and the heartbeats.
-    status = subprocess.run(
+    status = processes.run(
         [TIERMEM, "ops", "status"],
         env={**stack.env, "COLUMNS": "200"},
         capture_output=True,
@@ -123,7 +124,7 @@ def test_depth_drain_workers_and_metrics(stack: Stack, scripted_llm: ScriptedLLM
     assert "workers (1 live)" in status
     # the worker holds the vector folder: the view says what the files tell, without it
     assert "vectors: engine edge · layout partitioned · disk " in status
-    watch = subprocess.run(
+    watch = processes.run(
         [TIERMEM, "ops", "watch", "--interval", "0.5", "--count", "2"],
         env={**stack.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
         check=True,
@@ -150,7 +151,7 @@ def test_pause_keeps_messages_until_resume(stack: Stack, scripted_llm: ScriptedL
     paused = queue(stack)
     assert paused["paused"] is True and paused["depth"] == 3 and paused["pending"] == 3
     # The outbox sweeper holds off too: no second copies pile up behind the pause.
-    sweep = subprocess.run(
+    sweep = processes.run(
         [TIERMEM, "sweep"],
         env={**stack.env, "TIERMEM_WORKER__SWEEP_PENDING_AFTER_S": "0"},
         capture_output=True,

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests import factories as f
+from tests import processes
 from tests.conftest import ADMIN_KEY, wait_for
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
     TIERMEM,
@@ -106,12 +107,12 @@ def test_live_turns_finish_while_a_replay_runs(stack: Stack, scripted_llm: Scrip
     replay_queue = next(q for q in queues if q["name"] == "replay")
     assert replay_queue["windows"][2]["finished"] == OLD_TURNS
 
-    status = subprocess.run(
+    status = processes.run(
         [TIERMEM, "replay", "status", job["id"]], env=stack.env,
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert f"{OLD_TURNS} done" in status.stderr and ": done" in status.stderr
-    unknown = subprocess.run(
+    unknown = processes.run(
         [TIERMEM, "replay", "cancel", "nope"], env=stack.env, capture_output=True, text=True,
         timeout=60,
     )  # fmt: skip

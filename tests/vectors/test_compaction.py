@@ -4,7 +4,6 @@ it in the write-ahead log)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from shared.vectors import VectorPoint
 from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.sparse import document_terms, query_terms
 from tests import factories as f
+from tests import processes
 from tests.conftest import make_settings, tiermem_env
 from tests.memory.test_layouts import api
 
@@ -84,7 +84,7 @@ def test_a_deleted_user_is_told_when_the_disk_is_freed_and_compact_frees_it(
     folder = Path(settings.qdrant_path or "")
     assert bytes_on_disk(folder, "Zanzibar") > 0
 
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-m", "services.cli.main", "compact"],
         env=tiermem_env({"TIERMEM_DATA_DIR": str(settings.data_dir)}),
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],

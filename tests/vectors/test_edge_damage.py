@@ -14,7 +14,6 @@ import logging
 import os
 import random
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from shared.vectors import VectorPoint
 from shared.vectors.edge_store import CLOSED_WITH, LOADING, EdgeVectorStore
 from shared.vectors.scope import MESSAGES_SUFFIX, layout_of, message_collections_without_sparse
 from shared.vectors.sparse import document_terms, query_terms
+from tests import processes
 
 DAMAGED, HEALTHY = "tm_damaged", "tm_healthy"
 BATCHES, PER_BATCH = 5, 10
@@ -214,7 +214,7 @@ def test_a_shard_whose_load_aborts_the_process_is_refused_by_the_next_one(
     with mappings.open("r+b") as handle:
         handle.seek(17)  # after the record's kind (1 byte) and its UUID (16)
         handle.write(b"\xf0\xff\xff\xff")
-    crashed = subprocess.run(
+    crashed = processes.run(
         [sys.executable, "-c", _TOUCH, str(root), DAMAGED],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip

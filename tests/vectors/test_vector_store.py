@@ -39,6 +39,7 @@ from shared.vectors.edge_store import EdgeVectorStore, ShardSpec
 from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
 from shared.vectors.qdrant_store import QdrantVectorStore
 from shared.vectors.sparse import document_terms, query_terms
+from tests import processes
 
 SERVER_URL = os.environ.get("TIERMEM_TEST_QDRANT_URL")
 SERVER_API_KEY = os.environ.get("TIERMEM_TEST_QDRANT_API_KEY")
@@ -781,7 +782,7 @@ def test_a_second_edge_store_on_a_held_folder_is_refused_naming_the_holder(
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "edge"
-    holder = subprocess.Popen(
+    holder = processes.spawn(
         [sys.executable, "-c",
          "import sys, time; from shared.vectors.edge_store import EdgeVectorStore; "
          f"s = EdgeVectorStore(path={str(folder)!r}); print('ready', flush=True); time.sleep(60)"],
@@ -824,7 +825,7 @@ def test_a_stale_owner_record_does_not_block(tmp_path: Path) -> None:
     process that died is taken over."""
     folder = tmp_path / "edge"
     folder.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+    dead = processes.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     stale = FolderOwner(pid=int(dead.stdout), hostname=socket.gethostname(), argv=["gone"])
     record_path(folder).write_text(json.dumps(dataclasses.asdict(stale)))
