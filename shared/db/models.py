@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -194,7 +194,11 @@ class ExtractionRun(SQLModel, table=True):
     duration_ms: float = 0.0
     facts_extracted: int = 0
     facts_invalid: int = 0  # items dropped: their meaning was missing or unreadable
-    facts_repaired: int = 0  # items kept after a field was filled in or fixed
+    # Items kept after a field was filled in or fixed. The database fills it on insert (a
+    # server default, as migration 0010 added it), so the write path never names it.
+    facts_repaired: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
     # Why items were dropped (the first few): a `dropped` run (every item) shows them.
     dropped_reasons: list[str] | None = Field(default=None, sa_column=Column(JSON))
     facts_added: int = 0

@@ -316,11 +316,15 @@ _INSERT_MESSAGE, _INSERT_RUN = insert(_messages), insert(_runs)
 
 def _model_defaults(model: type[SQLModel]) -> dict[str, object]:
     """The model's constant, non-NULL field defaults, computed once: rows are plain dicts
-    (constructing model objects cost more than the INSERT), so they start from these."""
+    (constructing model objects cost more than the INSERT), so they start from these.
+    Columns with a server default are left to the database."""
+    columns = model.__table__.c  # type: ignore[attr-defined]
     return {
         name: info.default
         for name, info in model.model_fields.items()
-        if info.default is not PydanticUndefined and info.default is not None
+        if info.default is not PydanticUndefined
+        and info.default is not None
+        and columns[name].server_default is None
     }
 
 
