@@ -235,7 +235,8 @@ def test_two_workers_on_one_host_each_their_own_and_a_killed_ones_runs_orphaned(
     assert names[killed.pid] == f"tiermem-extract-{killed.pid}@{host}"
     assert names[live.pid] == f"live-b@{host}"
     (held,) = next(w for w in workers if w["pid"] == killed.pid)["active_tasks"]
-    assert queue(stack)["running"] == 2
+    # A task is active in Celery a moment before its run is claimed in SQL.
+    wait_for(lambda: queue(stack)["running"] == 2, timeout=30, what="both runs claimed")
 
     stack.stop(killed, signal.SIGKILL)
 
