@@ -197,17 +197,19 @@ class LLMClient:
         started = time.perf_counter()
         messages = _messages(system, user, schema, fmt)
         first: _Call | None = None
+        stepped_down = False
         while first is None:
             try:
                 first = self._call(messages, fmt, schema, schema_name, max_tokens)
             except _StructuredOutputRejected as rejected:
+                stepped_down = True
                 # At once, one step down the ladder: the schema inside json_object (which
                 # llama.cpp's servers decode by), then JSON mode with the schema in the prompt.
                 step = _NEXT_FORMAT[fmt.type]
                 note = f"fell back to {step}: {rejected.reason}"
                 fmt = CallFormat(step, note[:NOTE_CHARS])
                 messages = _messages(system, user, schema, fmt)
-        if fmt.note is not None and fmt.type != self.settings.response_format:
+        if stepped_down:  # this call learnt it: remembered once, said once
             self.fallbacks.remember(self.base_url, self.settings.model, fmt.type, fmt.note)
             logger.warning(
                 "llm server rejects %s; using %s for this model from now on",
