@@ -48,6 +48,8 @@ _SAYS_UNSUPPORTED = re.compile(
     r"extra inputs are not permitted",
     re.IGNORECASE,
 )
+# A request longer than the model's context window (OpenAI, vLLM and llama.cpp's words).
+_CONTEXT_FULL = re.compile(r"context length|context window|maximum context|too many tokens", re.I)
 # A run's response_format_note holds at most NOTE_CHARS; the server's words get REASON_CHARS.
 NOTE_CHARS, _REASON_CHARS = 500, 400
 
@@ -210,7 +212,7 @@ class LLMClient:
                 fmt = CallFormat(step, note[:NOTE_CHARS])
                 messages = _messages(system, user, schema, fmt)
         if stepped_down:  # this call learnt it: remembered once, said once
-            self.fallbacks.remember(self.base_url, self.settings.model, fmt.type, fmt.note)
+            self.fallbacks.remember(self.base_url, self.settings.model, fmt.type, fmt.note or "")
             logger.warning(
                 "llm server rejects %s; using %s for this model from now on",
                 self.settings.response_format,
@@ -403,12 +405,18 @@ class LLMClient:
                 )
             if status in _TRANSIENT_STATUSES:
                 return TransientError(f"LLM busy ({status}) at {where}: {said}", details=details)
-            return PermanentError(f"{self._advice(status)} ({said})", details=details)
+            return PermanentError(f"{self._advice(status, said)} ({said})", details=details)
         # APIResponseValidationError and friends: a 2xx that is not a chat completion.
         return self._not_an_api(exc, fmt)
 
-    def _advice(self, status: int) -> str:
+    def _advice(self, status: int, said: str = "") -> str:
         where, model = self.base_url, self.settings.model
+        if status in (400, 413) and _CONTEXT_FULL.search(said):
+            return (
+                f"the request does not fit model {model!r}'s context at {where}: lower "
+                "TIERMEM_LLM__MAX_TOKENS (the reply's room is counted too) or "
+                "TIERMEM_EXTRACTION__CONTEXT_TOKENS, or serve the model with a larger context"
+            )
         if status == 404:
             return (
                 f"LLM endpoint or model not found (404) at {where}: check TIERMEM_LLM__BASE_URL "

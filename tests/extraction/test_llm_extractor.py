@@ -581,3 +581,16 @@ def test_the_fallback_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
         extractor.extract(TURN)
     assert not isinstance(info.value, TransientError)  # not retried six times
     assert _formats(scripted_llm) == ["json_schema"]
+
+
+def test_a_request_past_the_models_context_says_which_settings_to_lower(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    # llama-cpp-python's words for a prompt and reply room past its n_ctx (HTTP 400).
+    said = (
+        "This model's maximum context length is 4096 tokens. However, you requested 5651 "
+        "tokens (4151 in the messages, 1500 in the completion)."
+    )
+    advice = LLMClient(_settings(scripted_llm))._advice(400, said)
+    assert "does not fit" in advice and "TIERMEM_LLM__MAX_TOKENS" in advice
+    assert "RESPONSE_FORMAT" not in advice  # not a structured-output problem
