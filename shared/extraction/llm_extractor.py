@@ -44,6 +44,9 @@ class LLMExtractor:
         # A shared client may be passed in so one process keeps one connection pool.
         self.client = client or LLMClient(llm)
         self._schema = strict_json_schema()
+        # What llama.cpp-family servers decode by: bounded, so a small model that repeats
+        # itself stops at max_facts instead of filling its context.
+        self._decoding_schema = strict_json_schema(max_facts=extraction.max_facts_per_turn)
         self._prompt_hash = prompt_hash()
 
     def extract(self, turn: TurnInput) -> ExtractionResult:
@@ -57,7 +60,11 @@ class LLMExtractor:
         )
         system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
         reply = self.client.complete_json(
-            system=system, user=user, schema=self._schema, schema_name=SCHEMA_NAME
+            system=system,
+            user=user,
+            schema=self._schema,
+            schema_name=SCHEMA_NAME,
+            decoding_schema=self._decoding_schema,
         )
         items = reply.data.get("facts") if isinstance(reply.data, dict) else None
         if not isinstance(items, list):  # LLMClient checks the top level; this is for mypy

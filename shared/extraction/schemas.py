@@ -301,10 +301,17 @@ def thing_key(value: str) -> str:
 _BASE_FIELDS_LAST = ("content", "ended", "valid_from", "confidence", "tags")
 
 
-def strict_json_schema(*, server_filled: tuple[str, ...] = ("subject",)) -> dict[str, Any]:
+def strict_json_schema(
+    *, server_filled: tuple[str, ...] = ("subject",), max_facts: int | None = None
+) -> dict[str, Any]:
     """The response schema sent to the LLM: OpenAI "strict" rules (every key required,
     no extra keys, optional values as nullable). The `server_filled` fields are not asked
-    of the model: the server sets them (the subject is the person the request names)."""
+    of the model: the server sets them (the subject is the person the request names).
+
+    With `max_facts`, the lengths stay in and the list holds at most that many: the form a
+    server decodes by (llama.cpp's grammar), where a small model otherwise repeats facts
+    until its context is full (10 of 88 turns of Qwen2.5-1.5B on casual chat)."""
+    bounded = max_facts is not None
 
     def strictify(node: Any) -> Any:
         if isinstance(node, dict):
@@ -320,16 +327,20 @@ def strict_json_schema(*, server_filled: tuple[str, ...] = ("subject",)) -> dict
                 node["required"] = list(node["properties"])
                 node["additionalProperties"] = False
             for key in ("maxLength", "minLength", "maxItems", "minimum", "maximum", "format"):
-                node.pop(key, None)
+                if not (bounded and key in ("maxLength", "maxItems")):
+                    node.pop(key, None)
             return node
         if isinstance(node, list):
             return [strictify(v) for v in node]
         return node
 
     items = [strictify(model.model_json_schema()) for model in FACT_MODELS.values()]
+    facts: dict[str, Any] = {"type": "array", "items": {"anyOf": items}}
+    if max_facts is not None:
+        facts["maxItems"] = max_facts
     return {
         "type": "object",
-        "properties": {"facts": {"type": "array", "items": {"anyOf": items}}},
+        "properties": {"facts": facts},
         "required": ["facts"],
         "additionalProperties": False,
     }

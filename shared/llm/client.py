@@ -187,22 +187,26 @@ class LLMClient:
         schema: dict[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        decoding_schema: dict[str, Any] | None = None,
     ) -> LLMReply:
         """Ask for a JSON reply matching `schema`; repair malformed output once.
 
         `max_tokens` caps this call's reply (default TIERMEM_LLM__MAX_TOKENS).
+        `decoding_schema` (default `schema`) is what a server that decodes by a schema given
+        inside json_object gets, bounds included; `schema` follows OpenAI's strict rules.
 
         Raises TransientError (worth retrying), PermanentError, or MalformedOutput when the
         reply is still not usable JSON after the repair call.
         """
         fmt = self._format()
         started = time.perf_counter()
-        messages = _messages(system, user, schema, fmt)
+        bounded = decoding_schema or schema
+        messages = _messages(system, user, bounded, fmt)
         first: _Call | None = None
         stepped_down = False
         while first is None:
             try:
-                first = self._call(messages, fmt, schema, schema_name, max_tokens)
+                first = self._call(messages, fmt, schema, schema_name, max_tokens, bounded)
             except _StructuredOutputRejected as rejected:
                 stepped_down = True
                 # At once, one step down the ladder: the schema inside json_object (which
@@ -210,7 +214,7 @@ class LLMClient:
                 step = _NEXT_FORMAT[fmt.type]
                 note = f"fell back to {step}: {rejected.reason}"
                 fmt = CallFormat(step, note[:NOTE_CHARS])
-                messages = _messages(system, user, schema, fmt)
+                messages = _messages(system, user, bounded, fmt)
         if stepped_down:  # this call learnt it: remembered once, said once
             self.fallbacks.remember(self.base_url, self.settings.model, fmt.type, fmt.note or "")
             logger.warning(
@@ -231,7 +235,7 @@ class LLMClient:
                 {"role": "assistant", "content": first.text},
                 {"role": "user", "content": repair_instructions(problem)},
             ]
-            second = self._call(repair, fmt, schema, schema_name, max_tokens)
+            second = self._call(repair, fmt, schema, schema_name, max_tokens, bounded)
             calls.append(second)
             data, problem = _parse(second.text, schema)
             if problem is not None:
@@ -289,11 +293,12 @@ class LLMClient:
         schema: dict[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        decoding_schema: dict[str, Any] | None = None,
     ) -> _Call:
         if fmt.type == JSON_OBJECT:
             response_format: Any = {"type": JSON_OBJECT}
         elif fmt.type == JSON_OBJECT_SCHEMA:
-            response_format = {"type": JSON_OBJECT, "schema": schema}
+            response_format = {"type": JSON_OBJECT, "schema": decoding_schema or schema}
         else:
             response_format = {
                 "type": JSON_SCHEMA,
