@@ -424,9 +424,7 @@ def test_a_server_that_rejects_json_schema_gets_the_schema_inside_json_object_at
     bounded = strict_json_schema(max_facts=10)
     assert bounded["properties"]["facts"]["maxItems"] == 10
     assert retry["response_format"] == {"type": "json_object", "schema": bounded}
-    assert (
-        json.dumps(bounded, separators=(",", ":")) in retry["messages"][0]["content"]
-    )
+    assert json.dumps(bounded, separators=(",", ":")) in retry["messages"][0]["content"]
     assert result.response_format == "json_object+schema"
     assert result.response_format_note is not None
     assert result.response_format_note.startswith(
