@@ -273,14 +273,14 @@ def make_runtime(
     folder: Path, llm_base_url: str | None, model: str | None = None
 ) -> tuple[Runtime, str]:
     # A real model on a CPU takes seconds a turn, far past the default timeout.
-    llm = {"base_url": llm_base_url, "model": model, "timeout_s": 600} if model else {}
+    real = {"model": model, "timeout_s": 600} if model else {}
     settings = Settings(
         _env_file=None,
         data_dir=folder / "data",
         database_url=None,
         redis_url=None,
         qdrant={"in_memory": True},
-        llm=llm or {"base_url": llm_base_url},
+        llm={"base_url": llm_base_url, **real},
     )
     upgrade_to_head(settings)
     runtime = Runtime(settings)

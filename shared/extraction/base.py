@@ -35,9 +35,13 @@ class KnownFact:
     value: str | None = None
 
 
+# The API's default speaker names, case-folded: no name to put in a fact.
+GENERIC_SPEAKERS = ("user", "the user")
+
+
 def is_generic_speaker(name: str | None) -> bool:
     """No name to put in a fact: no speaker, or the API's default one."""
-    return not name or name.strip().lower() in ("user", "the user")
+    return not name or name.strip().lower() in GENERIC_SPEAKERS
 
 
 @dataclass

@@ -106,7 +106,7 @@ def run_extraction(
                     reply_id=run.reply_message_id,
                 ),
             )
-        if runtime.extractor.kind == "llm":
+        if _reads_context(runtime):
             turn = _with_known_facts(runtime, run, turn)
         result = runtime.extractor.extract(turn)
         grown = run.session_id if run.reply_message_id and not replay else None
@@ -229,13 +229,18 @@ def _claim(
                 session,
                 message,
                 user_speaker=speaker,
-                limit=context.context_messages if runtime.extractor.kind == "llm" else 0,
+                limit=context.context_messages if _reads_context(runtime) else 0,
                 max_tokens=context.context_tokens,
             ),
         )
         session.flush()
         session.expunge(run)
         return turn, run
+
+
+def _reads_context(runtime: Runtime) -> bool:
+    """Only the LLM extractor reads the conversation; the frozen offline rules read the turn."""
+    return runtime.extractor.kind == "llm"
 
 
 def _with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> TurnInput:

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import delete, text
+from sqlalchemy import bindparam, delete, text
 from sqlmodel import Session, col, func, select
 
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.embeddings import Embedder
 from shared.errors import NotFound
-from shared.extraction.base import is_generic_speaker
+from shared.extraction.base import GENERIC_SPEAKERS, is_generic_speaker
 from shared.extraction.schemas import FactType
 from shared.inputs import RequestModel
 from shared.memory.messages import MessageRef
@@ -158,10 +158,10 @@ _SESSION_SPEAKER = text(
     """
     SELECT m.speaker FROM messages AS m
     WHERE m.session_id = :chat_id AND m.role = 'user' AND m.speaker IS NOT NULL
-      AND lower(m.speaker) NOT IN ('user', 'the user')
+      AND lower(m.speaker) NOT IN :generic
     ORDER BY m.seq DESC LIMIT 1
     """
-)
+).bindparams(bindparam("generic", value=GENERIC_SPEAKERS, expanding=True))
 _LATEST_SESSION = text(
     "SELECT s.id FROM chat_sessions AS s WHERE s.user_id = :user_id "
     "ORDER BY s.updated_at DESC, s.id LIMIT 1"
