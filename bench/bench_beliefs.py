@@ -291,31 +291,38 @@ def make_runtime(
     return runtime, tenant_id
 
 
+def import_message(runtime: Runtime, tenant_id: str, conv: Conversation, i: int) -> list[str]:
+    """The conversation's message `i` (and the assistant's reply to it) stored as transcript
+    lines; returns the extraction runs it made."""
+    said = conv.messages[i]
+    when = datetime.combine(said.date, dt.time(12), tzinfo=UTC) + dt.timedelta(minutes=i)
+    session_id = conv.id if conv.thread else f"{conv.id}-{said.date.isoformat()}"
+    line = {"user_id": conv.id, "session_id": session_id, "external_id": f"{conv.id}-{i}"}
+    lines = [
+        TranscriptLine.model_validate(
+            {**line, "role": "user", "content": said.text, "speaker": conv.speaker,
+             "created_at": when.isoformat()}
+        )
+    ]  # fmt: skip
+    if said.reply:
+        answered = when + dt.timedelta(seconds=30)
+        lines.append(
+            TranscriptLine.model_validate(
+                {**line, "external_id": f"{conv.id}-{i}-reply", "role": "assistant",
+                 "content": said.reply, "created_at": answered.isoformat()}
+            )
+        )  # fmt: skip
+    with Session(runtime.engine) as session:
+        summary = import_lines(
+            session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
+        )
+    return list(summary.run_ids)
+
+
 def run_conversation(runtime: Runtime, tenant_id: str, conv: Conversation) -> Outcome:
     skipped = 0
-    for i, said in enumerate(conv.messages):
-        when = datetime.combine(said.date, dt.time(12), tzinfo=UTC) + dt.timedelta(minutes=i)
-        session_id = conv.id if conv.thread else f"{conv.id}-{said.date.isoformat()}"
-        line = {"user_id": conv.id, "session_id": session_id, "external_id": f"{conv.id}-{i}"}
-        lines = [
-            TranscriptLine.model_validate(
-                {**line, "role": "user", "content": said.text, "speaker": conv.speaker,
-                 "created_at": when.isoformat()}
-            )
-        ]  # fmt: skip
-        if said.reply:
-            answered = when + dt.timedelta(seconds=30)
-            lines.append(
-                TranscriptLine.model_validate(
-                    {**line, "external_id": f"{conv.id}-{i}-reply", "role": "assistant",
-                     "content": said.reply, "created_at": answered.isoformat()}
-                )
-            )  # fmt: skip
-        with Session(runtime.engine) as session:
-            summary = import_lines(
-                session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
-            )
-        for run_id in summary.run_ids:
+    for i in range(len(conv.messages)):
+        for run_id in import_message(runtime, tenant_id, conv, i):
             skipped += run_extraction(runtime, run_id).status == "skipped"
     with Session(runtime.engine) as session:
         user = find_user(session=session, tenant_id=tenant_id, user_external_id=conv.id)

@@ -76,7 +76,11 @@ class OnnxMiniLM(EmbeddingBase):
         return [row.tolist() for row in self.model.embed(texts)]
 
 
-def make_memory(folder: Path, model: OnnxMiniLMEmbedder) -> tuple[Memory, OnnxMiniLM]:
+def make_memory(
+    folder: Path, model: OnnxMiniLMEmbedder, llm: dict[str, Any] | None = None
+) -> tuple[Memory, OnnxMiniLM]:
+    """`llm`: mem0's LLM config, for add(infer=True) (bench.bench_llm_cost); by default one
+    that is never called."""
     memory = Memory.from_config(
         {
             "vector_store": {
@@ -93,7 +97,7 @@ def make_memory(folder: Path, model: OnnxMiniLMEmbedder) -> tuple[Memory, OnnxMi
                 "provider": "openai",
                 "config": {"api_key": "unused", "embedding_dims": 384},
             },
-            "llm": {"provider": "openai", "config": {"api_key": "unused"}},
+            "llm": llm or {"provider": "openai", "config": {"api_key": "unused"}},
             "history_db_path": str(folder / "history.db"),
         }
     )
