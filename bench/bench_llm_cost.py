@@ -27,7 +27,12 @@ server), a repair call, a client's retry, and a request the server refused.
   2000, the openai client's two retries), its LLM the `openai` provider at the proxy, embedded
   Qdrant on a folder and tiermem's ONNX MiniLM as its embedder (bench.mem0_runner). A turn
   whose add() raised, or during which mem0 logged an error (it logs a reply it cannot parse
-  and goes on with no memories), is listed with the reason.
+  and goes on with no memories), is listed with the reason. 2.2.1 makes one LLM call per
+  add(): its ADD-only "additive extraction" (a 33,653-character system prompt, the last 10
+  messages, the 10 nearest memories); the second "memory actions" call of older mem0 is gone.
+  Behind a server with a 4,096-token context (bench/real_llm.py's) every such call is refused
+  for its length (~8,000 prompt tokens), and the proxy keeps the prompt tokens the server
+  counted in refusing.
 
 Reported per side: LLM calls, prompt and completion tokens per turn (mean) and in total,
 seconds per turn (the whole turn, and the part spent waiting for the LLM: the upstream may
@@ -45,6 +50,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -76,6 +82,7 @@ DATA = Path(__file__).parent / "data" / "casual_chat.jsonl"
 PROG = "python -m bench.bench_llm_cost"
 SIDES = ("tiermem", "mem0")
 ERROR_CHARS = 240
+_NUMBER = re.compile(r"\d+")
 
 
 # -- turns -----------------------------------------------------------------------------------
@@ -114,6 +121,21 @@ class SideResult:
     def calls(self) -> list[Call]:
         return [c for t in self.turns for c in t.calls]
 
+    def add(self, turn: TurnCost) -> None:
+        """Keep the turn and say so on stderr (a real model takes minutes for a few turns)."""
+        self.turns.append(turn)
+        tokens = (
+            sum(c.prompt_tokens for c in turn.calls),
+            sum(c.completion_tokens for c in turn.calls),
+        )
+        print(
+            f"{self.name} {turn.conversation}#{turn.index}: {len(turn.calls)} calls, "
+            f"{tokens[0]} + {tokens[1]} tokens, {turn.seconds:.1f} s, {turn.facts} facts"
+            + (f"; {turn.error}" if turn.error else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+
 
 def _short(text: str) -> str:
     return " ".join(text.split())[:ERROR_CHARS]
@@ -145,7 +167,7 @@ def run_tiermem(
                     turn.error = _short(f"{type(exc).__name__}: {exc.message}")
                 turn.seconds = time.perf_counter() - started
                 turn.calls = proxy.calls_since(mark)
-                side.turns.append(turn)
+                side.add(turn)
         prompt = completion = 0
         with Session(runtime.engine) as session:
             for conv in conversations:
@@ -221,7 +243,7 @@ def run_mem0(
                 if turn.error is None and (lines := logged.take()):
                     turn.error = _short(f"mem0 logged: {' / '.join(lines)}")
                 logged.take()
-                side.turns.append(turn)
+                side.add(turn)
         for conv in conversations:
             side.active_facts += len(
                 memory.get_all(filters={"user_id": conv.id}, top_k=1000)["results"]
@@ -286,12 +308,30 @@ def calls_table(sides: Sequence[SideResult]) -> str:
 
 
 def errors_list(sides: Sequence[SideResult]) -> str:
-    rows = ["| side | count | what | ", "|---|--:|---|"]
+    """Each distinct error once, numbers shown as N (a refusal names the prompt's length)."""
+    rows = ["| side | count | what (numbers as N) |", "|---|--:|---|"]
     for side in sides:
-        seen = Counter(f"HTTP {c.status}: {_short(c.error)}" for c in side.calls if c.error)
-        seen.update(f"turn: {t.error}" for t in side.turns if t.error)
+        seen = Counter(
+            f"call, HTTP {c.status}: {_NUMBER.sub('N', _short(c.error))}"
+            for c in side.calls
+            if c.error
+        )
+        seen.update(f"turn: {_NUMBER.sub('N', t.error)}" for t in side.turns if t.error)
         rows += [f"| {side.name} | {n} | {_cell(what)} |" for what, n in seen.most_common()]
     return "\n".join(rows) if len(rows) > 2 else "(none)"
+
+
+def refusal_notes(sides: Sequence[SideResult]) -> list[str]:
+    notes = []
+    for side in sides:
+        counted = [c.refused_prompt_tokens for c in side.calls if c.refused_prompt_tokens]
+        if counted:
+            notes.append(
+                f"{side.name}: {len(counted)} of {len(side.calls)} calls refused for their "
+                f"length; the server counted {min(counted)}–{max(counted)} prompt tokens in "
+                f"them (mean {sum(counted) / len(counted):.0f}), counted as 0 above."
+            )
+    return notes
 
 
 def _cell(text: str) -> str:
@@ -318,7 +358,7 @@ def report(
     sides: Sequence[SideResult], *, argv: Sequence[str] | None, upstream: str, data: str,
     turns: int, conversations: int,
 ) -> str:  # fmt: skip
-    notes = [n for s in sides for n in s.notes]
+    notes = [n for s in sides for n in s.notes] + refusal_notes(sides)
     return "\n".join(
         [
             "# LLM cost per stored turn: tiermem beside mem0",
