@@ -2,6 +2,7 @@
 messages: which facts a good memory keeps from each message, and what junk is added.
 
     python -m bench.bench_offline_facts [--data bench/data/offline_facts.jsonl]
+                                        [--llm URL [--model M]] [--limit N]
 
 The set (bench/data/offline_facts.jsonl, written for this bench, no dataset copied) is one
 user message per line: casual chat between friends or with an assistant, each with its
@@ -15,7 +16,13 @@ negated events, other people's doings, bare feelings, vague "I did that too", sa
 Each message goes through `OfflineExtractor(ExtractionSettings()).extract` as the worker
 runs it: the small-talk prefilter, the rules, schema validation, the per-turn limit and the
 minimum confidence; the line's speaker is the user's name and its session date (noon UTC)
-the turn's date. Only the user's message is read (no assistant reply).
+the turn's date. Only the user's message is read (no assistant reply). With `--llm URL`
+the same messages go through the LLM extractor instead (the real openai client, prompt,
+structured-output ladder, repair and validation) against that OpenAI-compatible server
+(`python -m bench.real_llm` serves a real 1.5B model); the report then adds seconds and
+prompt/completion tokens per message and the items the model returned, repaired and
+dropped. `--limit N` scores the first N messages only (a real model on 2 CPUs takes
+~10-20 s a message).
 
 Scoring. A line's `expect` lists the facts to keep, each as a list of keys; `accept`
 (optional) lists facts that are tolerated but not required (a detail, or a fact about a
@@ -52,8 +59,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
-from shared.config import ExtractionSettings
-from shared.extraction.base import TurnInput
+from shared.config import ExtractionSettings, LLMSettings
+from shared.extraction.base import Extractor, TurnInput
+from shared.extraction.llm_extractor import LLMExtractor
 from shared.extraction.offline import VERSION, OfflineExtractor
 
 DATA = Path(__file__).parent / "data" / "offline_facts.jsonl"
@@ -171,11 +179,33 @@ def verdict(content: str, message: Message, *, dates: bool) -> str:
     return "junk"
 
 
-def score(message: Message, extractor: OfflineExtractor) -> Scored:
+@dataclass
+class LLMCost:
+    """What the LLM path spent over the messages (all zero for the offline rules)."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    returned: int = 0
+    repaired: int = 0
+    dropped: int = 0
+
+
+def score(message: Message, extractor: Extractor, cost: LLMCost | None = None) -> Scored:
     noon = datetime.combine(message.session_date, dt.time(12), tzinfo=UTC)
+    started = time.perf_counter()
     result = extractor.extract(
         TurnInput(message.text, None, session_date=noon, user_speaker=message.speaker)
     )
+    if cost is not None and result.skipped_reason is None:
+        cost.calls += 1
+        cost.seconds += time.perf_counter() - started
+        cost.prompt_tokens += result.prompt_tokens
+        cost.completion_tokens += result.completion_tokens
+        cost.returned += result.items_returned
+        cost.repaired += result.repaired
+        cost.dropped += result.dropped_invalid + result.dropped_low_confidence
     facts = []
     for f in result.facts:
         content = normalise(f.content)
@@ -303,16 +333,39 @@ def missed_list(scored: list[Scored]) -> str:
     return "\n".join(rows) if len(rows) > 2 else "(none)"
 
 
+def cost_line(cost: LLMCost) -> str:
+    per = max(1, cost.calls)
+    return (
+        f"LLM calls: {cost.calls} (messages the prefilter let through), "
+        f"{cost.seconds / per:.1f} s, {cost.prompt_tokens / per:.0f} prompt and "
+        f"{cost.completion_tokens / per:.0f} completion tokens per call; items the model "
+        f"returned {cost.returned}, repaired {cost.repaired}, dropped {cost.dropped}."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the labelled JSONL set")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--llm", default="offline", help="offline, or the base URL of an OpenAI-compatible server"
+    )
+    parser.add_argument("--model", default="local", help="the model name, with --llm URL")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N messages")
     args = parser.parse_args(argv)
 
-    messages = load(args.data)
-    extractor = OfflineExtractor(ExtractionSettings())
+    messages = load(args.data)[: args.limit]
+    extractor: Extractor
+    cost: LLMCost | None = None
+    if args.llm == "offline":
+        extractor, label = OfflineExtractor(ExtractionSettings()), f"Extractor `{VERSION}`"
+    else:
+        # A real model on a CPU takes seconds a message, far past the default timeout.
+        llm = LLMSettings(base_url=args.llm, model=args.model, timeout_s=600)
+        extractor, cost = LLMExtractor(llm, ExtractionSettings()), LLMCost()
+        label = f"The LLM extractor `{extractor.version}` against `{args.model}` at {args.llm}"
     started = time.perf_counter()
-    scored = [score(m, extractor) for m in messages]
+    scored = [score(m, extractor, cost) for m in messages]
     elapsed_ms = 1000 * (time.perf_counter() - started)
 
     tallies = {g: Tally() for g in GROUPS if any(m.group == g for m in messages)}
@@ -334,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             machine_line(),
             "",
-            f"Extractor `{VERSION}` with default ExtractionSettings (prefilter on), "
+            f"{label} with default ExtractionSettings (prefilter on), "
             f"{len(messages)} messages from `{data_name}`, "
             f"{elapsed_ms / max(1, len(messages)):.2f} ms per message. A fact is right when its "
             "content holds every key of an expected entry, tolerated when it holds those of "
@@ -344,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             summary_table(tallies),
             "",
+            *([cost_line(cost), ""] if cost else []),
             "## Extracted facts by type",
             "",
             type_table(total),
@@ -359,7 +413,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         ]
     )
     print(text)
-    write_results(args.output, text)
+    output = args.output or (RESULTS if cost is None else RESULTS_DIR / "offline_facts-llm.md")
+    write_results(output, text)
     sys.exit(0)
 
 

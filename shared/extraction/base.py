@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -91,10 +92,16 @@ class Validated:
 
 
 def validate_items(
-    items: list[Any], *, max_facts: int, min_confidence: float, subject: str | None = None
+    items: list[Any],
+    *,
+    max_facts: int,
+    min_confidence: float,
+    subject: str | None = None,
+    reject: Callable[[TypedFact], str | None] | None = None,
 ) -> Validated:
     """Repair, then validate raw items against the six schemas; keep the `max_facts` most
-    confident. `subject` (the person the request names) is set on every item."""
+    confident. `subject` (the person the request names) is set on every item; `reject`
+    says why a valid item is still not kept (shared.extraction.checks), or None."""
     out = Validated(facts=[])
     valid: list[tuple[TypedFact, bool]] = []
     for raw in items:
@@ -105,6 +112,10 @@ def validate_items(
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             out.reasons.append(f"{loc}: {first['msg']}")
+            out.dropped_invalid += 1
+            continue
+        if reject is not None and (why := reject(fact)) is not None:
+            out.reasons.append(why)
             out.dropped_invalid += 1
             continue
         if fact.confidence < min_confidence:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from string import Template
 
 from shared.extraction.base import KnownFact, TurnInput
-from shared.extraction.schemas import strict_json_schema
+from shared.extraction.schemas import core_words, strict_json_schema
 
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
@@ -178,3 +180,18 @@ def prompt_hash() -> str:
         digest.update(b"\0")
     digest.update(json.dumps(strict_json_schema(), sort_keys=True).encode())
     return digest.hexdigest()[:16]
+
+
+@functools.cache
+def example_values() -> frozenset[str]:
+    """The names in the prompt's examples (values written with a capital or a digit:
+    "Berlin", "2019 Honda Civic"), in `core_words` form: a fact that repeats one the
+    conversation never says was copied from the prompt, not said by the person
+    (shared.extraction.checks). Not common words ("coffee": a flat white is coffee too),
+    and not the examples' people ("Ana" is also a user's name)."""
+    system = Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=1)
+    values: set[str] = set()
+    for example in re.findall(r'\{"type": [^{}]*\}', system):
+        item = json.loads(example)
+        values.update(str(item.get(k) or "") for k in ("value", "person", "choice"))
+    return frozenset(core_words(v) for v in values if v[:1].isupper() or v[:1].isdigit())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -158,7 +159,7 @@ def test_an_ending_comes_through_the_schema_and_the_prompt_asks_for_it(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
     quit_ = _fact(
-        "identity", content="Ana quit Siemens.", attribute="employer", value="Siemens", ended=True
+        "identity", content="Ana quit Bosch.", attribute="employer", value="Bosch", ended=True
     )
     scripted_llm.script("Lisbon", {"facts": [quit_]})
     (fact,) = extractor.extract(TURN).facts
@@ -596,3 +597,42 @@ def test_a_request_past_the_models_context_says_which_settings_to_lower(
     advice = LLMClient(_settings(scripted_llm))._advice(400, said)
     assert "does not fit" in advice and "TIERMEM_LLM__MAX_TOKENS" in advice
     assert "RESPONSE_FORMAT" not in advice  # not a structured-output problem
+
+
+def test_facts_that_are_not_the_persons_statement_are_dropped_with_the_reason(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """What Qwen2.5-1.5B did on casual chat: the message written back in the first person,
+    and the prompt's own example ("Ana drives a 2019 Honda Civic") filed under this person."""
+    items = [
+        _fact("identity"),  # "Ana lives in Lisbon." stays
+        _fact("identity", content="I'm Ana.", attribute="name", value="Ana"),
+        _fact("fact", content="Ana's sister Marta is my best friend."),
+        _fact("fact", content="Ana drives a 2019 Honda Civic.", attribute="car", value="Civic"),
+        _fact(
+            "relationship", content="Ana's brother is Marco.", person="Marco", relation="brother"
+        ),
+    ]
+    scripted_llm.script("Lisbon", {"facts": items})
+    result = extractor.extract(TURN)
+    assert [f.content for f in result.facts] == ["Ana lives in Lisbon."]
+    assert result.dropped_invalid == 4 and not result.all_dropped
+    assert sum("first person" in r for r in result.invalid_reasons) == 2
+    assert sum("prompt's examples" in r for r in result.invalid_reasons) == 2
+
+
+def test_an_example_value_the_turn_does_say_is_kept(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    turn = dataclasses.replace(TURN, user_message="Picked up my 2019 Honda Civic in Lisbon!")
+    car = _fact("fact", content="Ana drives a 2019 Honda Civic.", attribute="car", value="Civic")
+    scripted_llm.script("Civic", {"facts": [car]})
+    assert [f.content for f in extractor.extract(turn).facts] == ["Ana drives a 2019 Honda Civic."]
+
+
+def test_a_reply_of_copies_only_is_a_dropped_run_not_an_empty_done(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [_fact("fact", content="I moved to Lisbon.")]})
+    result = extractor.extract(TURN)
+    assert result.facts == [] and result.all_dropped
