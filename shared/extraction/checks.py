@@ -11,6 +11,7 @@ like any invalid item, so a reply of nothing else ends `dropped`, never a quiet 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from shared.extraction.base import TurnInput
 from shared.extraction.prompts import example_values
@@ -29,28 +30,34 @@ def first_person(content: str) -> bool:
     return _FIRST_PERSON.search(content) is not None
 
 
-def copied_example(fact: TypedFact, turn: TurnInput) -> str | None:
-    """The example value this fact repeats when the conversation never says it."""
-    said = core_words(_conversation_text(turn))
-    words = f" {core_words(fact.content)} "
+def rejections(turn: TurnInput) -> Callable[[TypedFact], str | None]:
+    """The check for this turn's items: why an item is not the person's own statement, or
+    None to keep it. The conversation's words are read once per turn, not once per item."""
+    said = _padded(_conversation_text(turn))
+
+    def rejection(fact: TypedFact) -> str | None:
+        if first_person(fact.content):
+            return "content in the first person (copied from a message, not a fact about them)"
+        if (example := _copied_example(fact, said)) is not None:
+            return f"copied from the prompt's examples ({example!r} is not in the conversation)"
+        return None
+
+    return rejection
+
+
+def _copied_example(fact: TypedFact, said: str) -> str | None:
+    """The example value this fact repeats when the conversation (`said`) never says it."""
+    words = _padded(fact.content)
     values = {core_words(str(fact.details.get(k) or "")) for k in _VALUE_FIELDS}
     for example in example_values():
-        if (example in values or f" {example} " in words) and not _says(said, example):
+        if (example in values or f" {example} " in words) and f" {example} " not in said:
             return example
     return None
 
 
-def rejection(fact: TypedFact, turn: TurnInput) -> str | None:
-    """Why this fact is not the person's own statement, or None to keep it."""
-    if first_person(fact.content):
-        return "content in the first person (copied from a message, not a fact about them)"
-    if (example := copied_example(fact, turn)) is not None:
-        return f"copied from the prompt's examples ({example!r} is not in the conversation)"
-    return None
-
-
-def _says(text: str, words: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text) is not None
+def _padded(text: str) -> str:
+    """`core_words` with a space each side: " x " in it is x as whole words."""
+    return f" {core_words(text)} "
 
 
 def _conversation_text(turn: TurnInput) -> str:
