@@ -62,7 +62,7 @@ from shared.db.models import Fact, User
 from shared.embeddings import CachedEmbedder
 from shared.flows import build_context as builder
 from shared.memory import guard
-from shared.memory import message_search as history
+from shared.memory.history import search as history
 from shared.memory.reader import search_memories
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
@@ -458,7 +458,6 @@ def profiling(runtime: Runtime) -> Iterator[Profiler]:
     if hasattr(builder, "search_history"):  # imported by name into the builder
         patch(builder, "search_history", "search_history")
     patch(history, "keyword_search", "keyword_search")
-    patch(history, "vector_search", "vector_search")
     patch(guard, "scan", "guard_scan")
     embedder, vectors = runtime.embedder, runtime.vectors
     patch(embedder, "embed", "embed")
@@ -497,7 +496,7 @@ BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fact rows: SQL", ("sql@rank_memories",)),
     ("fact ranking + ORM rows (Python)", ("rank_memories",)),
     ("history: keyword search SQL (FTS5)", ("sql@keyword_search", "keyword_search")),
-    ("history: message vector search (Qdrant)", ("qdrant:messages", "vector_search")),
+    ("history: message vector search (Qdrant)", ("qdrant:messages",)),
     ("history: message rows SQL", ("sql@search_history", "sql@earlier_messages")),
     ("history: fusion + hits (Python)", ("search_history", "earlier_messages")),
     ("history: injection guard scan", ("guard_scan",)),
@@ -856,8 +855,8 @@ def render(
     lines += [
         "",
         "Messages go through `shared.records.ingest` (SQL + the FTS5 index by trigger) and "
-        "`shared.memory.message_search.index_messages` (the user's points of the tenant's message "
-        "collection). `writer` = "
+        "`shared.memory.history.indexing.index_messages` (the user's points of the tenant's "
+        "message collection). `writer` = "
         "`shared.memory.writer.write_facts` in turns of 1–10 facts; `bulk` = the same rows "
         "and points written at once, with write_facts' merge decisions replayed (facts it "
         "would merge are merged the same way and replaced by new ones). Every world is "

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
 import shutil
 import tempfile
 import time
@@ -68,25 +69,25 @@ from bench.locomo import CATEGORIES, DATA, Dataset, Question, found_all, found_a
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
+from shared.errors import Unavailable
 from shared.flows.extract_turn import index_user_messages
-from shared.memory.message_search import (
+from shared.memory.history.collection import UserHistory
+from shared.memory.history.fulltext import keyword_search, rebuild_keyword_index
+from shared.memory.history.indexing import index_text, is_indexable
+from shared.memory.history.search import (
     _HIT_ROWS,
-    UserHistory,
     candidate_depth,
-    index_text,
-    is_indexable,
-    keyword_search,
-    rebuild_keyword_index,
     search_history,
     search_history_in_sql,
-    vector_search,
 )
 from shared.ops.vectors import disk_bytes
 from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
-from shared.vectors import VectorPoint
+from shared.vectors import Vector, VectorPoint
 from shared.vectors.scope import USER_FIELD
+
+log = logging.getLogger(__name__)
 
 K = 10
 DENSE, SPARSE, TEXT = "dense", "bm25", "text"
@@ -370,6 +371,27 @@ def hit_rows(session: Session, user: User, ids: Sequence[str]) -> list[str | Non
     rows = {r.id: r for r in session.execute(_HIT_ROWS, {"ids": list(ids), "user_id": user.id})}
     assert len(rows) == len(set(ids)), "a hit outside the user's messages"
     return [rows[i].external_id for i in ids]
+
+
+def vector_search(
+    *,
+    history: UserHistory,
+    user: User,
+    query: str,
+    limit: int,
+    query_vector: Vector | None = None,
+) -> list[str]:
+    """Message ids nearest in meaning, best first: the dense half of the product's search, on
+    its own; [] when the vector store cannot be reached from this process (embedded Qdrant
+    owned by a separate worker)."""
+    try:
+        messages = history.messages()
+        vector = query_vector if query_vector is not None else history.embedder().embed([query])[0]
+        hits = messages.search(vector, limit=limit)
+    except Unavailable as exc:
+        log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
+        return []
+    return [h.id for h in hits]
 
 
 Method = Callable[[Session, User, Question, list[float]], list[str | None]]

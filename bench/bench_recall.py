@@ -355,7 +355,7 @@ class Bm25:
 def measure_baselines(data: Dataset) -> tuple[dict[str, Score], float]:
     from shared.config import EmbeddingSettings
     from shared.embeddings.local_onnx import OnnxMiniLMEmbedder
-    from shared.memory.message_search import index_text
+    from shared.memory.history.indexing import index_text
 
     model = OnnxMiniLMEmbedder(EmbeddingSettings())
     per_user: dict[str, list[Turn]] = defaultdict(list)

@@ -1,7 +1,7 @@
 """Loading the context benchmark's users into an embedded world (SQLite file, Qdrant folder).
 
 Everything goes through the product's own code: messages through `shared.records.ingest` (which
-fills the FTS5 index by trigger) and `shared.memory.message_search.index_messages` (the message
+fills the FTS5 index by trigger) and `shared.memory.history.indexing.index_messages` (the message
 collection); facts either through `shared.memory.writer.write_facts` ("writer") or as the
 very rows and points it would produce, written in bulk ("bulk"), with its merge decisions
 replayed (see `bulk_facts`). Embeddings are computed once per distinct text and may be
@@ -156,7 +156,7 @@ def load_sessions(
 ) -> LoadedUser:
     """Store the sessions through ingest (messages + FTS5 by trigger), mark their runs done
     (as after extraction), and index the messages into the user's message collection."""
-    from shared.memory.message_search import index_text
+    from shared.memory.history.indexing import index_text
 
     settings = runtime.settings
     loaded: LoadedUser | None = None

@@ -19,8 +19,8 @@ from shared.config import Settings
 from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
 from shared.extraction.base import Extractor
+from shared.memory.history.collection import UserHistory
 from shared.memory.locks import UserLocks, make_user_locks
-from shared.memory.message_search import UserHistory
 from shared.records.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
 from shared.vectors.scope import (

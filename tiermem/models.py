@@ -16,8 +16,7 @@ from shared.compression.models import (
 )
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
-from shared.memory.message_search import MessageHitsPublic
-from shared.memory.messages import MessageHit, MessageRef
+from shared.memory.messages import MessageHit, MessageHitsPublic, MessageRef
 from shared.memory.reader import (
     MemoriesPublic,
     MemoryPublic,

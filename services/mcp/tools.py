@@ -18,7 +18,8 @@ from shared.context.models import ContextPublic
 from shared.errors import DomainError
 from shared.extraction.schemas import FactType
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
-from shared.memory.message_search import MAX_AROUND, MessageHitsPublic
+from shared.memory.history.search import MAX_AROUND
+from shared.memory.messages import MessageHitsPublic
 from shared.memory.reader import MemoriesPublic, SearchIn
 from shared.records.ingest import MessageIn, TurnAccepted, TurnIn
 

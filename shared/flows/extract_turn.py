@@ -19,7 +19,7 @@ from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import DomainError, PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
-from shared.memory.message_search import index_messages, turn_message_ids
+from shared.memory.history.indexing import index_messages, turn_message_ids
 from shared.memory.reader import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts

@@ -13,7 +13,8 @@ from sqlmodel import Session, col, select
 
 from shared.db.models import Fact, User
 from shared.errors import DamagedCollection
-from shared.memory.message_search import rebuild_keyword_index, reindex_messages
+from shared.memory.history.fulltext import rebuild_keyword_index
+from shared.memory.history.indexing import reindex_messages
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint

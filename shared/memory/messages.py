@@ -35,3 +35,10 @@ class MessageHit(MessageRef):
     # client can show the exchange rather than a lone line.
     before: list[MessageRef] = Field(default_factory=list)
     after: list[MessageRef] = Field(default_factory=list)
+
+
+class MessageHitsPublic(BaseModel):
+    """What history search answers: the hits, best first, and how many."""
+
+    data: list[MessageHit]
+    count: int

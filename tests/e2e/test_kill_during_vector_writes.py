@@ -26,7 +26,7 @@ from sqlmodel import Session, col, select
 from shared.config import Settings
 from shared.db.engine import make_engine
 from shared.db.models import ExtractionRun, Fact, Message, User
-from shared.memory.message_search import is_indexable
+from shared.memory.history.indexing import is_indexable
 from shared.runtime import Runtime
 from tests.conftest import make_settings, start_process, tiermem_env, wait_for
 from tests.e2e.test_processes import HEADERS, free_port

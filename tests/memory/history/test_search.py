@@ -1,4 +1,4 @@
-"""History search's parts: query sanitizing, rank fusion, the keyword index and its triggers, the
+"""History search's parts: query sanitizing, the keyword index and its triggers, the
 message collection (dense and sparse vectors: indexing, reindex, a vector store out of reach),
 messages not indexed yet found by SQL full-text, and a collection of an earlier tiermem, on
 SQLite and PostgreSQL."""
@@ -25,19 +25,11 @@ from shared.flows.extract_turn import index_user_messages, run_extraction
 from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
 from shared.flows.reindex import reindex_all
-from shared.memory import message_search
-from shared.memory.message_search import (
-    Fused,
-    fts5_match,
-    index_text,
-    is_indexable,
-    keyword_search,
-    keyword_terms,
-    reciprocal_rank_fusion,
-    search_history,
-    websearch_text,
-    with_speakers_named,
-)
+from shared.memory.history import collection, indexing
+from shared.memory.history.fulltext import fts5_match, keyword_search, websearch_text
+from shared.memory.history.indexing import index_text, is_indexable
+from shared.memory.history.search import search_history
+from shared.memory.history.words import keyword_terms
 from shared.memory.messages import MessageHit
 from shared.records.ingest import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
@@ -76,38 +68,6 @@ def test_match_expressions_quote_every_term() -> None:
         'user_id : "u-1" AND content : ("or" OR "a""b")'
     )
     assert websearch_text(["or", "inc-40213"]) == '"or" or "inc-40213"'
-
-
-def test_reciprocal_rank_fusion_scores_and_breaks_ties_deterministically() -> None:
-    fused = reciprocal_rank_fusion(["a", "b", "c"], ["c", "d", "a"], rrf_k=60)
-    by_id = {f.message_id: f for f in fused}
-    assert by_id["a"].score == pytest.approx(1 / 61 + 1 / 63)
-    assert (by_id["c"].keyword_rank, by_id["c"].vector_rank) == (3, 1)
-    assert [f.message_id for f in fused] == ["a", "c", "b", "d"]
-    # b (keyword 2) and d (vector 2) tie on score: the keyword rank wins, then the id.
-    assert by_id["b"].score == by_id["d"].score
-    assert [f.message_id for f in reciprocal_rank_fusion(["y"], ["x"], rrf_k=60)] == ["y", "x"]
-    assert [f.message_id for f in reciprocal_rank_fusion([], ["y", "x"], rrf_k=60)] == ["y", "x"]
-    assert reciprocal_rank_fusion([], [], rrf_k=60) == []
-
-
-def test_a_named_speaker_lifts_their_messages_by_the_bonus() -> None:
-    fused = [
-        Fused("to-maya", 1.9, 1, 1, 1.0, 0.6),  # "Maya, are you coming?" — says her name
-        Fused("by-maya", 1.85, 2, 2, 0.9, 0.63),  # what she said
-        Fused("gone", 1.8, 3, 3, 0.8, 0.67),  # deleted since the engine answered
-    ]
-    speakers = {"to-maya": "Tom", "by-maya": "Maya Lindqvist"}
-    lifted = with_speakers_named(fused, speakers, "What did Maya's team bake?", bonus=0.1)
-    assert [f.message_id for f in lifted] == ["by-maya", "to-maya"]
-    assert lifted[0].speaker_named and lifted[0].score == pytest.approx(1.95)
-    assert not lifted[1].speaker_named and lifted[1].score == 1.9
-    # no name in the query, or no bonus: the order stands
-    assert [f.message_id for f in with_speakers_named(fused, speakers, "bake", bonus=0.1)] == [
-        "to-maya",
-        "by-maya",
-    ]
-    assert not any(f.speaker_named for f in with_speakers_named(fused, speakers, "Maya", bonus=0))
 
 
 def test_index_text_carries_the_date_and_speaker() -> None:
@@ -416,8 +376,8 @@ def test_a_message_collection_of_an_earlier_tiermem_answers_from_sql_until_reind
             session.execute(update(Message).values(indexed_at=None))
             session.commit()
             rows = session.exec(select(Message).where(Message.user_id == ana.id)).all()
-        message_search._REINDEX_TOLD.clear()
-        with caplog.at_level("WARNING", logger="shared.memory.message_search"):
+        collection._REINDEX_TOLD.clear()
+        with caplog.at_level("WARNING", logger="shared.memory.history.collection"):
             index_user_messages(runtime=runtime, tenant_id=ana.tenant_id, user_id=ana.id,
                            message_ids=[m.id for m in rows])  # fmt: skip
         assert "tiermem reindex" in caplog.text
@@ -600,7 +560,7 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
             assert user is not None
             delete_user(runtime=runtime, session=session, user=user)
 
-    embed = message_search._embed_uncached
+    embed = indexing._embed_uncached
 
     def delete_meanwhile(embedder: Embedder, texts: Sequence[str]) -> Vectors:
         vectors = embed(embedder, texts)  # the rows were read before: the user existed then
@@ -613,7 +573,7 @@ def test_a_late_index_write_never_recreates_a_deleted_users_collection(
         if deleted == "before indexing":
             delete()
         else:
-            monkeypatch.setattr(message_search, "_embed_uncached", delete_meanwhile)
+            monkeypatch.setattr(indexing, "_embed_uncached", delete_meanwhile)
         written = index_user_messages(
             runtime=runtime, tenant_id=bo.tenant_id, user_id=bo.id, message_ids=ids
         )
