@@ -37,7 +37,7 @@ from bench._common import (
 )
 from shared.ops.vectors import disk_bytes
 from shared.vectors.base import SHARED_HNSW
-from shared.vectors.edge_store import ShardSpec
+from shared.vectors.edge_spec import ShardSpec
 
 DIM, POINTS_PER_USER, BATCH_USERS = 384, 20, 50
 # disk and ram: the shared shard tiermem makes under TIERMEM_QDRANT__VECTOR_MEMORY (float16);

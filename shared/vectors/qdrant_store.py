@@ -242,7 +242,7 @@ class QdrantVectorStore:
         tenant_field: str | None,
         keyword_fields: Sequence[str],
     ) -> _Form:
-        # What Qdrant Edge makes of the same settings (edge_store.ShardSpec.config), so the
+        # What Qdrant Edge makes of the same settings (edge_spec.ShardSpec.config), so the
         # query plan is one from a laptop to a cluster; in-memory mode ignores all of it.
         on_disk = self._placement == "disk"
         dense = qm.VectorParams(

@@ -24,7 +24,8 @@ import qdrant_edge as qe
 
 from shared.errors import DamagedCollection
 from shared.vectors import VectorPoint
-from shared.vectors.edge_store import CLOSED_WITH, LOADING, EdgeVectorStore
+from shared.vectors.edge_damage import CLOSED_WITH, LOADING
+from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.scope import MESSAGES_SUFFIX, layout_of, message_collections_without_sparse
 from shared.vectors.sparse import document_terms, query_terms
 from tests import processes
@@ -222,7 +223,7 @@ def test_a_shard_whose_load_aborts_the_process_is_refused_by_the_next_one(
     assert "memory allocation of" in crashed.stderr
     assert (root / DAMAGED / LOADING).exists()
 
-    caplog.set_level(logging.ERROR, logger="shared.vectors.edge_store")
+    caplog.set_level(logging.ERROR, logger="shared.vectors.edge_damage")
     store = EdgeVectorStore(path=str(root))
     try:
         for _ in range(2):  # the child's verdict is kept: one child, one log line

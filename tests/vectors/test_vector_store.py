@@ -35,7 +35,8 @@ from shared.vectors import (
     qdrant_store,
 )
 from shared.vectors.base import SPARSE, SparseVector
-from shared.vectors.edge_store import EdgeVectorStore, ShardSpec
+from shared.vectors.edge_spec import ShardSpec
+from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.folder_owner import FolderOwner, read_owner, record_path
 from shared.vectors.qdrant_store import QdrantVectorStore
 from shared.vectors.sparse import document_terms, query_terms
@@ -863,7 +864,7 @@ def test_edge_closing_a_shard_to_make_room_waits_for_the_call_under_way(
     try:
         first, second = names(), names()
         store.upsert(first, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
-        [entry] = store._open.values()
+        [entry] = store._shards.open.values()
         inside, leave = threading.Event(), threading.Event()
         counted: list[int] = []
 
@@ -886,7 +887,7 @@ def test_edge_closing_a_shard_to_make_room_waits_for_the_call_under_way(
         leave.set()
         caller.join(10)
         opener.join(10)
-        assert counted == [1] and list(store._open) == [second]
+        assert counted == [1] and list(store._shards.open) == [second]
         assert store.count(first) == 1  # opened again, its recorded points checked
     finally:
         store.close()
@@ -899,7 +900,7 @@ def test_edge_read_of_a_collection_dropped_meanwhile_is_a_missing_collection(
     try:
         coll = names()
         store.upsert(coll, [VectorPoint(pid(), [1.0, 0.0, 0.0], {})])
-        [entry] = store._open.values()  # what a reader holds when the drop lands
+        [entry] = store._shards.open.values()  # what a reader holds when the drop lands
         store.drop_collection(coll)
         with pytest.raises(Exception, match="not initialized"):
             entry.shard.count(qdrant_edge.CountRequest())
@@ -1005,14 +1006,15 @@ def test_edge_sparse_shard_keeps_its_indexes_and_is_placed_by_compaction(
 
     again = EdgeVectorStore(path=str(folder), placement="ram")
     try:
-        assert again.has_sparse(coll) is True and not again._open  # read from the config alone
+        # read from the config alone
+        assert again.has_sparse(coll) is True and not again._shards.open
         for _ in ("as made", "compacted"):
             found = again.hybrid_search(
                 coll, [0.0, 1.0, 0.0], query_terms("dogs"), limit=3, payload_filter={"u": "a"}
             )
             assert found is not None and [h.id for h in found.sparse] == [point]
             assert [h.id for h in found.dense] == [point]
-            [entry] = again._open.values()
+            [entry] = again._shards.open.values()
             assert set(entry.shard.info().payload_schema) == {"u", "session_id"}
             assert "`tiermem compact` rebuilds them" in caplog.text
             assert again.compact(coll)
