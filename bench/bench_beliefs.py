@@ -82,7 +82,8 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Tenant
 from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
-from shared.memory.reader import MemoryPublic, list_memories
+from shared.memory.models import MemoryPublic
+from shared.memory.reader import list_memories
 from shared.records.ingest import TranscriptLine, find_user
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime

@@ -16,10 +16,12 @@ from shared.compression.models import (
 )
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
-from shared.memory.messages import MessageHit, MessageHitsPublic, MessageRef
-from shared.memory.reader import (
+from shared.memory.models import (
     MemoriesPublic,
     MemoryPublic,
+    MessageHit,
+    MessageHitsPublic,
+    MessageRef,
     SearchIn,
     UserDeleted,
     UserExport,

@@ -12,8 +12,7 @@ from pydantic import BaseModel
 
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
-from shared.memory.messages import MessageHitsPublic
-from shared.memory.reader import MemoriesPublic, SearchIn
+from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
 from shared.records.ingest import TurnAccepted, TurnIn
 
 

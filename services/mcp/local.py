@@ -16,8 +16,8 @@ from shared.flows.build_context import build_context
 from shared.flows.forget import delete_memory
 from shared.flows.store_turn import TurnWriter
 from shared.memory.history.search import search_user_history
-from shared.memory.messages import MessageHitsPublic
-from shared.memory.reader import MemoriesPublic, SearchIn, list_memories
+from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
+from shared.memory.reader import list_memories
 from shared.memory.reader import search_memories as search_user_memories
 from shared.records.ingest import TurnAccepted, TurnIn, find_user
 from shared.records.tenancy import Principal

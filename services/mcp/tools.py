@@ -19,8 +19,7 @@ from shared.errors import DomainError
 from shared.extraction.schemas import FactType
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
 from shared.memory.history.search import MAX_AROUND
-from shared.memory.messages import MessageHitsPublic
-from shared.memory.reader import MemoriesPublic, SearchIn
+from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
 from shared.records.ingest import MessageIn, TurnAccepted, TurnIn
 
 INSTRUCTIONS = (

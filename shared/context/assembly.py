@@ -26,7 +26,7 @@ from shared.context.models import (
 from shared.db.models import Fact, User, utcnow
 from shared.extraction.schemas import FACT_TYPES
 from shared.memory.beliefs import contradicts
-from shared.memory.messages import MessageHit
+from shared.memory.models import MessageHit
 from shared.tokens import joined_tokens, line_tokens
 from shared.vectors.scope import UserVectors
 

@@ -7,7 +7,7 @@ import datetime as dt
 from pydantic import BaseModel, Field
 
 from shared.compression.models import HistoryEntry
-from shared.memory.messages import MessageHit
+from shared.memory.models import MessageHit
 
 
 class ContextMemory(BaseModel):

@@ -22,7 +22,7 @@ from shared.db.models import ChatSession, Message, User
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.memory.guard import screen
 from shared.memory.history.search import search_history
-from shared.memory.messages import MessageHit
+from shared.memory.models import MessageHit
 from shared.memory.reader import in_third_person
 from shared.runtime import Runtime
 

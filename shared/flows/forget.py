@@ -5,7 +5,9 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from shared.db.models import User
-from shared.memory.reader import UserDeleted, delete_user_rows, get_memory
+from shared.memory.models import UserDeleted
+from shared.memory.reader import get_memory
+from shared.memory.user_rows import delete_user_rows
 from shared.runtime import Runtime
 
 

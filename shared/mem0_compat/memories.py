@@ -23,8 +23,9 @@ from shared.db.models import ExtractionRun, Fact, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
 from shared.inputs import ID_RULE, is_identifier
 from shared.mem0_compat.typed import require_memory_text, typed_facts
+from shared.memory.models import MemoryPublic
 from shared.memory.normalize import content_hash
-from shared.memory.reader import MemoryPublic, memories_public
+from shared.memory.reader import memories_public
 from shared.memory.writer import point_payload
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint, point_id

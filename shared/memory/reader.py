@@ -1,65 +1,24 @@
-"""Reading, searching, deleting and exporting one user's memories."""
+"""Reading and searching one user's memories, and the one rule for what the user is called."""
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from pydantic import BaseModel, Field
-from sqlalchemy import bindparam, delete, text
+from sqlalchemy import bindparam, text
 from sqlmodel import Session, col, func, select
 
-from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
+from shared.db.models import ChatSession, Fact, Message, User
 from shared.embeddings import Embedder
 from shared.errors import NotFound
 from shared.extraction.base import GENERIC_SPEAKERS, is_generic_speaker
 from shared.extraction.schemas import FactType
-from shared.inputs import RequestModel
-from shared.memory.messages import MessageRef
+from shared.memory.models import MemoriesPublic, MemoryPublic, MessageRef
 from shared.vectors.scope import UserVectors
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
 # source_message_ids, but a client showing provenance wants a few.
 MAX_SOURCES = 5
-
-
-class MemoryPublic(BaseModel):
-    id: str
-    type: str
-    content: str
-    subject: str
-    slot: str | None
-    details: dict[str, Any]
-    tags: list[str]
-    confidence: float
-    mention_count: int
-    active: bool
-    valid_from: dt.datetime | None
-    valid_to: dt.datetime | None
-    superseded_by: str | None
-    quarantine_reason: str | None = None  # set → never injected into a prompt
-    source_session_ids: list[str]
-    source_message_ids: list[str]
-    extractor: str
-    extractor_version: str
-    model: str | None
-    first_seen_at: dt.datetime
-    last_seen_at: dt.datetime
-    score: float | None = None
-    # The newest MAX_SOURCES of source_message_ids, as messages (a deleted one is left out).
-    sources: list[MessageRef] = Field(default_factory=list)
-
-    @classmethod
-    def of(
-        cls, row: Fact, score: float | None = None, sources: list[MessageRef] | None = None
-    ) -> MemoryPublic:
-        data = row.model_dump()
-        data["active"] = row.valid_to is None
-        data["score"] = score
-        data["sources"] = sources or []
-        return cls.model_validate(data)
 
 
 def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[MessageRef]]:
@@ -94,11 +53,6 @@ def memories_public(
 ) -> list[MemoryPublic]:
     sources = sources_of(session, rows)
     return [MemoryPublic.of(r, (scores or {}).get(r.id), sources.get(r.id)) for r in rows]
-
-
-class MemoriesPublic(BaseModel):
-    data: list[MemoryPublic]
-    count: int
 
 
 def list_memories(
@@ -197,15 +151,6 @@ def introduced_name(session: Session, user_id: str) -> str | None:
     return str(value) if value else None
 
 
-class SearchIn(RequestModel):
-    """A memory search: the body of POST /v1/users/{id}/memories/search, MCP's search_memories."""
-
-    query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=100)
-    types: list[FactType] = Field(default_factory=list)
-    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
-
-
 def search_memories(
     *,
     embedder: Embedder,
@@ -241,93 +186,3 @@ def get_memory(*, session: Session, user: User, memory_id: str) -> Fact:
     if row is None or row.user_id != user.id:
         raise NotFound(f"memory {memory_id} not found for this user")
     return row
-
-
-class UserDeleted(BaseModel):
-    deleted: dict[str, int] = Field(description="SQL rows removed, per table")
-    disk_reclaimed: str = Field(
-        description="when the disk their vectors held is freed (they are unsearchable now)"
-    )
-
-
-def delete_user_rows(session: Session, user: User) -> dict[str, int]:
-    """Every SQL row of the user, the user's own last (committed): rows removed, per table.
-    Their vectors are the caller's to drop (shared.flows.forget)."""
-    counts: dict[str, int] = {}
-    for table in (Fact, ExtractionRun, Message, ChatSession):
-        result = session.execute(delete(table).where(col(table.user_id) == user.id))
-        counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
-    session.delete(user)
-    session.commit()
-    return counts
-
-
-class SessionExported(BaseModel):
-    session_id: str
-    created_at: dt.datetime
-    parent_session_id: str | None
-
-
-class MessageExported(BaseModel):
-    id: str
-    session_id: str | None
-    seq: int
-    role: str
-    speaker: str | None
-    content: str
-    created_at: dt.datetime
-    external_id: str | None
-    extraction_status: str
-
-
-class UserExport(BaseModel):
-    user_id: str
-    exported_at: dt.datetime
-    sessions: list[SessionExported]
-    messages: list[MessageExported]
-    memories: list[MemoryPublic]
-
-
-def export_user(*, session: Session, user: User) -> UserExport:
-    """Everything stored about a user (for portability requests)."""
-    sessions = session.exec(
-        select(ChatSession)
-        .where(ChatSession.user_id == user.id)
-        .order_by(col(ChatSession.created_at))
-    ).all()
-    messages = session.exec(
-        select(Message)
-        .where(Message.user_id == user.id)
-        .order_by(col(Message.session_id), col(Message.seq))
-    ).all()
-    facts = session.exec(
-        select(Fact).where(Fact.user_id == user.id).order_by(col(Fact.created_at))
-    ).all()
-    ext = {s.id: s.external_id for s in sessions}
-    return UserExport(
-        user_id=user.external_id,
-        exported_at=dt.datetime.now(dt.UTC),
-        sessions=[
-            SessionExported(
-                session_id=s.external_id,
-                created_at=s.created_at,
-                parent_session_id=s.parent_session_id,
-            )
-            for s in sessions
-        ],
-        messages=[
-            MessageExported(
-                id=m.id,
-                session_id=ext.get(m.session_id),
-                seq=m.seq,
-                role=m.role,
-                speaker=m.speaker,
-                content=m.content,
-                created_at=m.created_at,
-                external_id=m.external_id,
-                extraction_status=m.extraction_status,
-            )
-            for m in messages
-        ],
-        memories=[MemoryPublic.of(f) for f in facts],
-    )

@@ -10,7 +10,7 @@ from services.api.deps import RuntimeDep, SessionDep, UserDep
 from services.api.routing import ApiRoute
 from shared.inputs import ID_RULE, NON_BLANK_PATTERN, Identifier
 from shared.memory.history.search import MAX_AROUND, search_user_history
-from shared.memory.messages import MessageHitsPublic
+from shared.memory.models import MessageHitsPublic
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"], route_class=ApiRoute)
 

@@ -11,18 +11,9 @@ from services.api.routing import ApiRoute
 from shared.extraction.schemas import FactType
 from shared.flows.forget import delete_memory, delete_user
 from shared.inputs import MAX_OFFSET
-from shared.memory.reader import (
-    MemoriesPublic,
-    MemoryPublic,
-    SearchIn,
-    UserDeleted,
-    UserExport,
-    export_user,
-    get_memory,
-    list_memories,
-    memories_public,
-    search_memories,
-)
+from shared.memory.models import MemoriesPublic, MemoryPublic, SearchIn, UserDeleted, UserExport
+from shared.memory.reader import get_memory, list_memories, memories_public, search_memories
+from shared.memory.user_rows import export_user
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"], route_class=ApiRoute)
 

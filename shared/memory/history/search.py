@@ -23,7 +23,7 @@ from shared.memory.history.fusion import (
     reciprocal_rank_fusion,
     with_speakers_named,
 )
-from shared.memory.messages import MessageHit, MessageHitsPublic, MessageRef
+from shared.memory.models import MessageHit, MessageHitsPublic, MessageRef
 from shared.vectors import Vector
 from shared.vectors.scope import SESSION_FIELD
 from shared.vectors.sparse import query_terms

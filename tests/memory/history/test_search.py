@@ -30,7 +30,7 @@ from shared.memory.history.fulltext import fts5_match, keyword_search, websearch
 from shared.memory.history.indexing import index_text, is_indexable
 from shared.memory.history.search import search_history
 from shared.memory.history.words import keyword_terms
-from shared.memory.messages import MessageHit
+from shared.memory.models import MessageHit
 from shared.records.ingest import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
