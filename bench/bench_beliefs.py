@@ -84,7 +84,8 @@ from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
 from shared.memory.models import MemoryPublic
 from shared.memory.reader import list_memories
-from shared.records.ingest import TranscriptLine, find_user
+from shared.records.ingest import find_user
+from shared.records.models import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
 

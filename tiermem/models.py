@@ -31,7 +31,7 @@ from shared.ops.queues import OpsSnapshot
 from shared.ops.timeseries import Series
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import WorkerInfo
-from shared.records.ingest import (
+from shared.records.models import (
     ImportAccepted,
     ImportIn,
     MessageIn,

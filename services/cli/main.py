@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from shared.config import Settings
-    from shared.records.ingest import TranscriptLine
+    from shared.records.models import TranscriptLine
     from shared.vectors.folder_owner import FolderOwner
 
 cli = typer.Typer(

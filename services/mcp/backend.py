@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
-from shared.records.ingest import TurnAccepted, TurnIn
+from shared.records.models import TurnAccepted, TurnIn
 
 
 class MemoryDeleted(BaseModel):

@@ -19,7 +19,8 @@ from shared.memory.history.search import search_user_history
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
 from shared.memory.reader import list_memories
 from shared.memory.reader import search_memories as search_user_memories
-from shared.records.ingest import TurnAccepted, TurnIn, find_user
+from shared.records.ingest import find_user
+from shared.records.models import TurnAccepted, TurnIn
 from shared.records.tenancy import Principal
 from shared.runtime import Runtime
 

@@ -17,7 +17,7 @@ from shared.context.models import ContextPublic
 from shared.errors import DomainError, Unavailable
 from shared.extraction.schemas import FactType
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
-from shared.records.ingest import TurnAccepted, TurnIn
+from shared.records.models import TurnAccepted, TurnIn
 
 
 class ApiError(DomainError):

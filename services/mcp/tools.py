@@ -20,7 +20,7 @@ from shared.extraction.schemas import FactType
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
 from shared.memory.history.search import MAX_AROUND
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
-from shared.records.ingest import MessageIn, TurnAccepted, TurnIn
+from shared.records.models import MessageIn, TurnAccepted, TurnIn
 
 INSTRUCTIONS = (
     "tiermem is long-term memory for chat users. Before answering, call get_context (or "

@@ -14,10 +14,8 @@ from shared.inputs import (
     NonBlankText,
     RequestModel,
 )
-from shared.records.ingest import (
-    MessageIn,
-    NewMessage,
-)
+from shared.records.ingest import NewMessage
+from shared.records.models import MessageIn
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import InvalidInput
-from shared.records.ingest import NewMessage, TranscriptLine, ingest_messages, validate_content
+from shared.records.ingest import NewMessage, ingest_messages, validate_content
+from shared.records.models import TranscriptLine
 
 
 @dataclass

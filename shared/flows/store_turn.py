@@ -34,11 +34,11 @@ from shared.errors import Unavailable
 from shared.records.ingest import (
     IngestRequest,
     IngestResult,
-    TurnAccepted,
-    TurnIn,
     ingest_batch,
+    turn_accepted,
     turn_request,
 )
+from shared.records.models import TurnAccepted, TurnIn
 from shared.records.outbox import send_committed
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class TurnWriter:
             session_external_id=session_external_id,
             settings=self._settings,
         )
-        return TurnAccepted.of(request, await self.store(request))
+        return turn_accepted(request, await self.store(request))
 
     def close(self, timeout_s: float = 10.0) -> bool:
         """Store and send what is queued, then stop; False if that took over `timeout_s`."""

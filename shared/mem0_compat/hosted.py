@@ -42,7 +42,8 @@ from shared.mem0_compat.typed import require_memory_text
 from shared.mem0_compat.writing import Mem0Record, write_records
 from shared.memory.reader import get_memory, list_memories
 from shared.memory.reader import search_memories as tiermem_search
-from shared.records.ingest import TranscriptLine, find_user, validate_content
+from shared.records.ingest import find_user, validate_content
+from shared.records.models import TranscriptLine
 from shared.records.outbox import send_committed
 from shared.runtime import Runtime
 from shared.vectors import point_id

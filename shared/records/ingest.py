@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 from pydantic_core import PydanticUndefined
 from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
@@ -18,38 +17,9 @@ from sqlmodel import Session, SQLModel, col, select
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
 from shared.errors import Conflict, InvalidInput, NotFound
-from shared.inputs import BLANK, Identifier, NonBlankText, RequestModel, Timestamp, as_utc
+from shared.inputs import BLANK, as_utc
+from shared.records.models import MessageIn, Role, TranscriptLine, TurnAccepted, TurnIn
 from shared.tokens import count_tokens
-
-Role = Literal["user", "assistant", "system", "tool"]
-
-
-class MessageIn(RequestModel):
-    content: NonBlankText
-    speaker: str | None = Field(default=None, max_length=100)
-    external_id: Identifier | None = None
-    created_at: Timestamp | None = None
-
-
-class TurnIn(RequestModel):
-    """One exchange: the user's message and, usually, the assistant's reply."""
-
-    user_id: Identifier
-    user_message: MessageIn | NonBlankText
-    assistant_message: MessageIn | NonBlankText | None = None
-    created_at: Timestamp | None = None
-
-
-class TranscriptLine(RequestModel):
-    """One message of an existing transcript (`tiermem import` and POST /v1/import)."""
-
-    user_id: Identifier = Field(validation_alias="user_id")
-    session_id: Identifier
-    role: Role
-    content: NonBlankText
-    speaker: str | None = Field(default=None, max_length=100)
-    created_at: Timestamp | None = None
-    external_id: Identifier | None = None
 
 
 @dataclass(frozen=True)
@@ -101,16 +71,6 @@ class IngestResult:
     existing_runs: list[StoredRun] = field(default_factory=list)
 
 
-class ImportIn(RequestModel):
-    messages: list[TranscriptLine] = Field(min_length=1, max_length=1000)
-
-
-class ImportAccepted(BaseModel):
-    stored: int
-    duplicates: int
-    job_ids: list[str]
-
-
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Messages to append to one session of one user."""
@@ -148,36 +108,25 @@ def turn_request(
     )
 
 
-class TurnAccepted(BaseModel):
+def turn_accepted(request: IngestRequest, result: IngestResult) -> TurnAccepted:
     """The answer to a stored turn: its messages and the extraction job queued for it."""
-
-    session_id: str
-    user_id: str
-    message_ids: list[str]
-    job_id: str | None  # None when the turn had no user message to extract from
-    status: str
-    extractor: str
-    duplicate: bool = False
-
-    @classmethod
-    def of(cls, request: IngestRequest, result: IngestResult) -> TurnAccepted:
-        # A re-sent turn (its user message's external_id stored) answers with the run stored
-        # the first time, and the reply stored with it.
-        runs = result.runs or result.existing_runs
-        run = runs[0] if runs else None
-        message_ids = [m.id for m in result.messages]
-        reply = run.reply_message_id if run and not result.runs else None
-        if reply and reply not in message_ids:
-            message_ids.append(reply)
-        return cls(
-            session_id=request.session_external_id,
-            user_id=request.user_external_id,
-            message_ids=message_ids,
-            job_id=run.id if run else None,
-            status=run.status if run else "stored",
-            extractor=run.extractor if run else request.extractor,
-            duplicate=not result.runs and result.duplicates > 0,
-        )
+    # A re-sent turn (its user message's external_id stored) answers with the run stored
+    # the first time, and the reply stored with it.
+    runs = result.runs or result.existing_runs
+    run = runs[0] if runs else None
+    message_ids = [m.id for m in result.messages]
+    reply = run.reply_message_id if run and not result.runs else None
+    if reply and reply not in message_ids:
+        message_ids.append(reply)
+    return TurnAccepted(
+        session_id=request.session_external_id,
+        user_id=request.user_external_id,
+        message_ids=message_ids,
+        job_id=run.id if run else None,
+        status=run.status if run else "stored",
+        extractor=run.extractor if run else request.extractor,
+        duplicate=not result.runs and result.duplicates > 0,
+    )
 
 
 def validate_content(

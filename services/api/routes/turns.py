@@ -10,7 +10,7 @@ from services.api.deps import RuntimeDep, SessionDep, SessionIdPath, TasksDep, T
 from services.api.routing import ApiRoute
 from shared.flows.import_transcripts import import_lines
 from shared.flows.store_turn import TurnWriter
-from shared.records.ingest import ImportAccepted, ImportIn, TurnAccepted, TurnIn
+from shared.records.models import ImportAccepted, ImportIn, TurnAccepted, TurnIn
 
 router = APIRouter(prefix="/v1", tags=["turns"], route_class=ApiRoute)
 

@@ -31,7 +31,7 @@ from shared.memory.history.indexing import index_text, is_indexable
 from shared.memory.history.search import search_history
 from shared.memory.history.words import keyword_terms
 from shared.memory.models import MessageHit
-from shared.records.ingest import TranscriptLine
+from shared.records.models import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
 from tests.conftest import make_settings
