@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from shared.compression.budget import DISPLAY_ORDER, SUMMARY_LABEL
-from shared.compression.engine import Entry
 from shared.compression.models import HistoryEntry
 from shared.compression.store import load
+from shared.compression.tiers import Entry
 from shared.db.models import ChatSession, utcnow
 
 

@@ -8,11 +8,6 @@ import uuid
 from sqlmodel import Session, col, func, select
 
 from shared.compression.budget import DISPLAY_ORDER
-from shared.compression.engine import (
-    Entry,
-    TierState,
-    budget_for,
-)
 from shared.compression.models import (
     CompressionRunList,
     CompressionRunPublic,
@@ -33,6 +28,7 @@ from shared.compression.store import (
     load,
     seed_child,
 )
+from shared.compression.tiers import Entry, TierState, budget_for
 from shared.config import Settings
 from shared.db.models import ChatSession, CompressionRun, CompressionState, User, utcnow
 from shared.errors import Conflict, NotFound

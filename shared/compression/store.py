@@ -19,8 +19,8 @@ from shared.compression.budget import (
     make_budget,
     message_label,
 )
-from shared.compression.engine import Entry, StaleState, Step, TierState
 from shared.compression.spans import SeqRange, own_range, partition_problems
+from shared.compression.tiers import Entry, StaleState, Step, TierState
 from shared.config import CompressionSettings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionState, Message, TierEntry, new_id, utcnow

@@ -10,11 +10,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
-from shared.compression.engine import (
-    Step,
-    compress,
-    needs_compression,
-)
+from shared.compression.engine import compress
 from shared.compression.locks import CompressionBusy
 from shared.compression.offline import OfflineSummarizer
 from shared.compression.store import (
@@ -24,6 +20,7 @@ from shared.compression.store import (
     load,
     persist_step,
 )
+from shared.compression.tiers import Step, needs_compression
 from shared.config import CompressionSettings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, utcnow

@@ -6,10 +6,10 @@ import itertools
 import random
 
 from shared.compression.budget import line_cost, message_label
-from shared.compression.engine import Entry, TierState
 from shared.compression.offline import truncate_tokens
 from shared.compression.spans import SeqRange
 from shared.compression.summary import SummaryOutput, SummaryRequest
+from shared.compression.tiers import Entry, TierState
 from shared.tokens import count_tokens
 
 WORDS = [

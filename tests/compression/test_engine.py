@@ -10,19 +10,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.compression.budget import SPLIT_TIERS, SUMMARY_LABEL, label_overhead
-from shared.compression.engine import (
+from shared.compression.engine import compress, plan_bulks
+from shared.compression.offline import OfflineSummarizer
+from shared.compression.spans import partition_problems
+from shared.compression.summary import Summarizer
+from shared.compression.tiers import (
     CompressionResult,
     StaleState,
     Step,
     TierState,
     budget_for,
-    compress,
     over_budget,
-    plan_bulks,
 )
-from shared.compression.offline import OfflineSummarizer
-from shared.compression.spans import partition_problems
-from shared.compression.summary import Summarizer
 from shared.config import CompressionSettings
 from tests.compression.helpers import DECISION, Misbehaving, WellBehaved, state_of, text_of
 

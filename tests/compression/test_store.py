@@ -12,10 +12,10 @@ import pytest
 from sqlmodel import Session, select
 
 from shared.compression import sessions
-from shared.compression.engine import needs_compression
 from shared.compression.locks import CompressionBusy
 from shared.compression.store import check, effective_settings, load
 from shared.compression.summary import SummaryOutput, SummaryRequest
+from shared.compression.tiers import needs_compression
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ChatSession, CompressionRun, CompressionState, Tenant, TierEntry
 from shared.flows import compress_session as service
