@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 
 from shared.chat.client import ChatModel
 from shared.compression.locks import SessionLocks, make_session_locks
-from shared.compression.summary import Summarizer, make_summarizer
+from shared.compression.summary import Summarizer
 from shared.config import Settings
 from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
@@ -102,7 +102,7 @@ class Runtime:
         if self._summarizer is None:
             with self._lock:
                 if self._summarizer is None:
-                    self._summarizer = make_summarizer(self.settings.llm)
+                    self._summarizer = _make_summarizer(self.settings)
         return self._summarizer
 
     @summarizer.setter
@@ -193,3 +193,14 @@ def _make_extractor(settings: Settings) -> Extractor:
     from shared.extraction.offline import OfflineExtractor
 
     return OfflineExtractor(settings.extraction)
+
+
+def _make_summarizer(settings: Settings) -> Summarizer:
+    """The LLM summarizer when an LLM is configured (one client per process), else offline."""
+    if settings.llm.base_url:
+        from shared.compression.llm import LLMSummarizer
+
+        return LLMSummarizer(settings.llm)
+    from shared.compression.offline import OfflineSummarizer
+
+    return OfflineSummarizer()

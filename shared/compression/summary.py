@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from shared.config import LLMSettings
-
 Level = Literal["topic", "bulk"]
 
 
@@ -47,14 +45,3 @@ class Summarizer(Protocol):
     name: str
 
     def summarize(self, request: SummaryRequest) -> SummaryOutput: ...
-
-
-def make_summarizer(settings: LLMSettings) -> Summarizer:
-    """The LLM summarizer when an LLM is configured (one client per process), else offline."""
-    if settings.base_url:
-        from shared.compression.llm import LLMSummarizer
-
-        return LLMSummarizer(settings)
-    from shared.compression.offline import OfflineSummarizer
-
-    return OfflineSummarizer()
