@@ -130,9 +130,9 @@ def _normalize(phrase: DatePhrase) -> tuple[str, str | None]:
     """Rewrite the phrase into something dateparser knows, plus a first/last-day hint."""
     core = " ".join(phrase.core.lower().split())
     edge: str | None = None
-    if m := _EDGE.match(core):  # "the end of June" → June, resolved to its last day
-        edge = _EDGES.get(m[1])
-        core = core[m.end() :]
+    if said_edge := _EDGE.match(core):  # "the end of June" → June, resolved to its last day
+        edge = _EDGES.get(said_edge[1])
+        core = core[said_edge.end() :]
         core = {"the year": "this year", "year": "this year", "the month": "this month"}.get(
             core, core.removeprefix("the ")
         )

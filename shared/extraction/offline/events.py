@@ -19,13 +19,13 @@ from shared.extraction.offline.lexicon import (
     TASK_WORDS,
     Ctx,
     Item,
+    Match,
     clean,
     keyword,
     past_date,
     points_elsewhere,
     words,
 )
-from shared.extraction.offline.profile import M
 
 # Past tenses that are not "-ed", of verbs people do things with.
 IRREGULAR_PAST = words(
@@ -77,13 +77,13 @@ def _verb_ok(verb: str, irregular: frozenset[str]) -> bool:
     return verb in irregular or again in irregular or (verb.endswith("ed") and len(verb) > 4)
 
 
-def _object(raw: str, c: Ctx) -> tuple[str | None, Ctx]:
+def _object(raw: str, ctx: Ctx) -> tuple[str | None, Ctx]:
     """The object of the doing, cut at its first clause break, and the context with the date
     said inside it ("I went to the show yesterday, it was packed": the clause's date finder
     looks at its end); None when the object does not stand on its own."""
     value, phrase = find_date(_CUT_AT.split(raw, maxsplit=1)[0])
-    if phrase is not None and c.date is None:
-        c = replace(c, date=phrase)
+    if phrase is not None and ctx.date is None:
+        ctx = replace(ctx, date=phrase)
     value = clean(value)
     words_ = value.lower().split()
     if (
@@ -96,16 +96,16 @@ def _object(raw: str, c: Ctx) -> tuple[str | None, Ctx]:
         or len(words_) > MAX_WORDS
         or TASK_WORDS & set(words_[:2])
     ):
-        return None, c
-    return value, c
+        return None, ctx
+    return value, ctx
 
 
-def _event(c: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
-    when, day = past_date(c)  # " on 7 May 2023", resolved against the session's date
+def _event(ctx: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
+    when, day = past_date(ctx)  # " on 7 May 2023", resolved against the session's date
     return [
-        c.item(
+        ctx.item(
             "fact",
-            f"{c.who} {verb} {obj}{when}",
+            f"{ctx.who} {verb} {obj}{when}",
             ["events", *keyword(obj)],
             conf=conf,
             valid_from=day,
@@ -113,32 +113,32 @@ def _event(c: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
     ]
 
 
-def did(m: M, c: Ctx) -> list[Item]:
+def did(match: Match, ctx: Ctx) -> list[Item]:
     """ "I went to a support group yesterday" → "Ana went to a support group on 7 May 2023"."""
-    obj, c = _object(m["v"], c)
-    if not _verb_ok(m["verb"], IRREGULAR_PAST) or obj is None:
+    obj, ctx = _object(match["value"], ctx)
+    if not _verb_ok(match["verb"], IRREGULAR_PAST) or obj is None:
         return []
-    return _event(c, m["verb"].lower(), obj, conf=0.8)
+    return _event(ctx, match["verb"].lower(), obj, conf=0.8)
 
 
-def has_done(m: M, c: Ctx) -> list[Item]:
+def has_done(match: Match, ctx: Ctx) -> list[Item]:
     """ "I've been to Paris", "I have finished the course" (not "I've been so busy")."""
-    verb = m["verb"].lower()
-    obj, c = _object(m["v"], c)
+    verb = match["verb"].lower()
+    obj, ctx = _object(match["value"], ctx)
     if not _verb_ok(verb, IRREGULAR_PARTICIPLES) or obj is None:
         return []
     if verb == "got" and obj.lower().startswith(("their ", "them")):
         return []  # "I've got my friends" is having, not doing
     if verb == "been" and obj.split()[0].lower() not in ("to", "on", "at"):
         return []
-    return _event(c, f"has {verb}", obj, conf=0.8)
+    return _event(ctx, f"has {verb}", obj, conf=0.8)
 
 
-def doing(m: M, c: Ctx) -> list[Item]:
+def doing(match: Match, ctx: Ctx) -> list[Item]:
     """ "I'm taking pottery classes", "I've been researching adoption agencies"."""
-    verb = m["verb"].lower()
-    obj, c = _object(m["v"], c)
+    verb = match["verb"].lower()
+    obj, ctx = _object(match["value"], ctx)
     if verb in NOT_ONGOING or len(verb) < 6 or obj is None:
         return []
-    aux = "has been" if m["aux"].lower().startswith("have") else "is"
-    return _event(c, f"{aux} {verb}", obj, conf=0.8)
+    aux = "has been" if match["aux"].lower().startswith("have") else "is"
+    return _event(ctx, f"{aux} {verb}", obj, conf=0.8)

@@ -213,8 +213,8 @@ def extract_items(text: str, *, speaker: str, session_date: dt.datetime) -> list
 
 
 def _ctx(name: str | None, session_date: dt.datetime) -> Ctx:
-    who, poss = (name, f"{name}'s") if name else ("the user", "the user's")
-    return Ctx(who, poss, name or "User", 0.9, session_date)
+    who, possessive = (name, f"{name}'s") if name else ("the user", "the user's")
+    return Ctx(who, possessive, name or "User", 0.9, session_date)
 
 
 def _items(text: str, base: Ctx) -> list[Item]:
@@ -300,7 +300,7 @@ def _clause_items(clause: str, base: Ctx) -> list[Item]:
     ending = bool(ENDING_CUE.search(text))
     text, date = find_date(strip_fillers(text))
     text = _EMPHATIC_DO.sub("I ", _ADVERBS.sub(r"\1 ", _OPENERS.sub("", strip_fillers(text))))
-    ctx = Ctx(base.who, base.poss, base.subject, confidence, base.session, date)
+    ctx = Ctx(base.who, base.possessive, base.subject, confidence, base.session, date)
     if built := _first_built((*ENDINGS, *(NEGATED_ENDINGS if negated else ())), text, ctx):
         return built
     if (negated and ending) or text.lower().startswith(("i used to ", "we used to ")):

@@ -16,6 +16,7 @@ from shared.extraction.schemas import slot_part
 from shared.wordlists import read_list
 
 Item = dict[str, Any]
+Match = re.Match[str]
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,15 @@ class Ctx:
     """What a builder knows besides its match: who speaks, how sure they sound, and when."""
 
     who: str  # starts a sentence: "Ana" or "The user"
-    poss: str  # inside a sentence: "Ana's" or "the user's"
+    possessive: str  # inside a sentence: "Ana's" or "the user's"
     subject: str
     confidence: float
     session: dt.datetime
     date: DatePhrase | None = None
 
     @property
-    def poss_start(self) -> str:
-        return self.poss[:1].upper() + self.poss[1:]
+    def possessive_start(self) -> str:
+        return self.possessive[:1].upper() + self.possessive[1:]
 
     def when(self, prefer: Prefer, *, since: bool = False) -> When | None:
         return resolve(self.date, self.session, prefer, since=since) if self.date else None
@@ -65,7 +66,12 @@ class Ctx:
         return [item]
 
 
-Builder = Callable[[re.Match[str], Ctx], list[Item]]
+Builder = Callable[[Match, Ctx], list[Item]]
+
+
+def optional_group(match: Match, group: str) -> str | None:
+    """A named group that only some of a builder's patterns have."""
+    return match.groupdict().get(group)
 
 
 @dataclass(frozen=True)
@@ -218,6 +224,6 @@ def when_suffix(when: When | None) -> str:
     return f" {when.text}" if when else ""
 
 
-def past_date(c: Ctx, *, since: bool = False) -> tuple[str, dt.date | None]:
-    when = c.when("past", since=since)
+def past_date(ctx: Ctx, *, since: bool = False) -> tuple[str, dt.date | None]:
+    when = ctx.when("past", since=since)
     return when_suffix(when), when.date if when else None

@@ -11,9 +11,11 @@ from shared.extraction.offline.lexicon import (
     TASK_WORDS,
     Ctx,
     Item,
+    Match,
     clean,
     items_of,
     keyword,
+    optional_group,
     past_date,
     points_elsewhere,
     snake,
@@ -21,32 +23,37 @@ from shared.extraction.offline.lexicon import (
     words,
 )
 from shared.extraction.offline.pets import pets_in
-from shared.extraction.offline.profile import M, opt
 
 # --- health, diet, possessions ------------------------------------------------------
 
 
-def diet(m: M, c: Ctx) -> list[Item]:
-    v = m["v"].lower()
-    when, day = past_date(c, since=True)
-    content = f"{c.who} has been {v}{when}" if when else f"{c.who} is {v}"
-    return [c.item("fact", content, ["food", "diet"], attribute="diet", value=v, valid_from=day)]
+def diet(match: Match, ctx: Ctx) -> list[Item]:
+    value = match["value"].lower()
+    when, day = past_date(ctx, since=True)
+    content = f"{ctx.who} has been {value}{when}" if when else f"{ctx.who} is {value}"
+    return [
+        ctx.item("fact", content, ["food", "diet"], attribute="diet", value=value, valid_from=day)
+    ]
 
 
-def health(m: M, c: Ctx) -> list[Item]:
-    v = clean(m["v"])
-    if not v or len(v.split()) > 6:
+def health(match: Match, ctx: Ctx) -> list[Item]:
+    value = clean(match["value"])
+    if not value or len(value.split()) > 6:
         return []
-    said = m[0].lower()
+    said = match[0].lower()
     # multi-valued attributes (shared.extraction.schemas): one slot per allergy, so "not
     # allergic to cats anymore" ends that one
     if "allergic" in said:
-        content, attribute = f"{c.who} is allergic to {v}", "allergy"
+        content, attribute = f"{ctx.who} is allergic to {value}", "allergy"
     elif "intolerant" in said:
-        content, v, attribute = f"{c.who} is {v} intolerant", f"{v} intolerant", "intolerance"
+        content, value, attribute = (
+            f"{ctx.who} is {value} intolerant",
+            f"{value} intolerant",
+            "intolerance",
+        )
     else:
-        content, attribute = f"{c.who} has {v}", "condition"
-    return [c.item("fact", content, ["health"], attribute=attribute, value=v)]
+        content, attribute = f"{ctx.who} has {value}", "condition"
+    return [ctx.item("fact", content, ["health"], attribute=attribute, value=value)]
 
 
 _HAVE_VERBS = {
@@ -62,49 +69,56 @@ _HAVE_VERBS = {
 _CHILDREN = words("kid kids child children son sons daughter daughters baby twins")
 
 
-def have(m: M, c: Ctx) -> list[Item]:
-    verb = m["verb"].lower()
+def have(match: Match, ctx: Ctx) -> list[Item]:
+    verb = match["verb"].lower()
     # the pets first, each its own fact; what is left ("two kids and") may be had too
-    pets, rest = pets_in(clean(m["v"]), verb, c)
-    v = (
+    pets, rest = pets_in(clean(match["value"]), verb, ctx)
+    value = (
         clean(re.sub(r"^(?:\W|and\b|or\b)+|(?:\W|\band|\bor)+$", "", rest))
         if pets
-        else clean(m["v"])
+        else clean(match["value"])
     )
     # the thing had, before its names or details: "two cats, Mochi and Bean" → "two cats"
-    head_part = re.split(r",|\s+(?:named|called|who|that|which|with|from|in|at|of)\b", v)[0]
+    head_part = re.split(r",|\s+(?:named|called|who|that|which|with|from|in|at|of)\b", value)[0]
     head = head_part.split()[-1].lower() if head_part else ""
     known = head in HAVE_NOUNS or head.rstrip("s") in HAVE_NOUNS or head == "children"
-    if not v or len(v.split()) > 10 or (verb not in ("own", "bought") and not known):
+    if not value or len(value.split()) > 10 or (verb not in ("own", "bought") and not known):
         return pets
     if pets and (head in ("pet", "pets", "animal", "animals") or re.fullmatch(PETS + "s?", head)):
         return pets  # "3 pets: a husky called Bruno, ...": each pet says it, not the count
-    when, day = past_date(c) if verb in ("got", "bought", "adopted") else ("", None)
+    when, day = past_date(ctx) if verb in ("got", "bought", "adopted") else ("", None)
     tag = "pets" if re.search(PETS, head) else "family" if head in _CHILDREN else "life"
-    content = f"{c.who} {_HAVE_VERBS[verb]} {v}{when}"
+    content = f"{ctx.who} {_HAVE_VERBS[verb]} {value}{when}"
     count = re.match(r"(\d+|one|two|three|four|five|six|seven|eight) (?:kids|children|sons|"
-                     r"daughters|kid|child|son|daughter)$", v, re.I)  # fmt: skip
+                       r"daughters|kid|child|son|daughter)$", value, re.I)  # fmt: skip
     if count and verb in ("have", "have got"):
         # how many: one value, so "two kids, not three" replaces "three kids"
         number = count[1].lower()
-        return [c.item("fact", content, [tag], attribute="number_of_children", value=number), *pets]
-    return [c.item("fact", content, [tag], value=v, valid_from=day), *pets]
+        return [
+            ctx.item("fact", content, [tag], attribute="number_of_children", value=number),
+            *pets,
+        ]
+    return [ctx.item("fact", content, [tag], value=value, valid_from=day), *pets]
 
 
-def drive(m: M, c: Ctx) -> list[Item]:
-    car = clean(m["v"])
-    return [c.item("fact", f"{c.who} drives {car}", ["car"], attribute="car", value=car)]
+def drive(match: Match, ctx: Ctx) -> list[Item]:
+    car = clean(match["value"])
+    return [ctx.item("fact", f"{ctx.who} drives {car}", ["car"], attribute="car", value=car)]
 
 
-def play(m: M, c: Ctx) -> list[Item]:
-    v = clean(m["v"])
-    if points_elsewhere(v) or v.split()[0].lower() in ("with", "around") or len(v.split()) > 6:
+def play(match: Match, ctx: Ctx) -> list[Item]:
+    value = clean(match["value"])
+    if (
+        points_elsewhere(value)
+        or value.split()[0].lower() in ("with", "around")
+        or len(value.split()) > 6
+    ):
         return []  # "I play with my kids", "I play around with Rust"
-    verb = (opt(m, "verb") or "play").lower()
-    if verb != "play" and (len(v.split()) > 3 or v.split()[0].lower() in _NOT_PASTIMES):
+    verb = (optional_group(match, "verb") or "play").lower()
+    if verb != "play" and (len(value.split()) > 3 or value.split()[0].lower() in _NOT_PASTIMES):
         return []  # "I do the dishes", "I do my best": no pastime
     shown = {"play": "plays", "do": "does"}.get(verb, "practises")
-    return [c.item("fact", f"{c.who} {shown} {v}", ["hobby"], value=v)]
+    return [ctx.item("fact", f"{ctx.who} {shown} {value}", ["hobby"], value=value)]
 
 
 _NOT_PASTIMES = words("the my their a an it that this what some any nothing everything")
@@ -113,41 +127,44 @@ _NOT_PASTIMES = words("the my their a an it that this what some any nothing ever
 # --- preferences --------------------------------------------------------------------
 
 
-def favorite(m: M, c: Ctx) -> list[Item]:
-    thing, v = clean(m["t"]), clean(m["v"])
-    if not thing or points_elsewhere(v):
+def favorite(match: Match, ctx: Ctx) -> list[Item]:
+    thing, value = clean(match["thing"]), clean(match["value"])
+    if not thing or points_elsewhere(value):
         return []
     return [
-        c.item(
+        ctx.item(
             "preference",
-            f"{c.poss_start} favorite {thing} {m['be'].lower()} {v}",
+            f"{ctx.possessive_start} favorite {thing} {match['be'].lower()} {value}",
             ["preferences", *keyword(thing)],
             topic=f"favorite_{snake(thing)}",
             sentiment="prefers",
-            value=v,
+            value=value,
         )
     ]
 
 
-def _preference(c: Ctx, content: str, value: str, topic: str, sentiment: str) -> Item:
+def _preference(ctx: Ctx, content: str, value: str, topic: str, sentiment: str) -> Item:
     tags = ["preferences", *keyword(value)]
-    return c.item("preference", content, tags, topic=topic, sentiment=sentiment, value=value)
+    return ctx.item("preference", content, tags, topic=topic, sentiment=sentiment, value=value)
 
 
-def is_my(m: M, c: Ctx) -> list[Item]:
+def is_my(match: Match, ctx: Ctx) -> list[Item]:
     """ "Miles Davis is my hero", "Salmon is my favourite", "Chess club is the highlight of
     my week": what the speaker holds dear, said with the thing first."""
-    v, said = clean(m["v"]), " ".join(m["what"].lower().split()).removeprefix("my ")
-    if points_elsewhere(v) or len(v.split()) > 8 or FIRST_WORDS.search(v):
+    value, said = clean(match["value"]), " ".join(match["what"].lower().split()).removeprefix("my ")
+    if points_elsewhere(value) or len(value.split()) > 8 or FIRST_WORDS.search(value):
         return []
-    poss = c.poss
+    possessive = ctx.possessive
     if said.startswith("the highlight"):
-        content, topic = f"{v} is the highlight of {poss} {said.split()[-1]}", snake(v)
+        content, topic = (
+            f"{value} is the highlight of {possessive} {said.split()[-1]}",
+            snake(value),
+        )
     elif said.endswith(("favorite", "favourite")):
-        content, topic = f"{v} is {poss} favourite", f"favorite_{snake(v)}"
+        content, topic = f"{value} is {possessive} favourite", f"favorite_{snake(value)}"
     else:
-        content, topic = f"{c.poss_start} {said} is {v}", snake(said)
-    return [_preference(c, content, v, topic, "likes")]
+        content, topic = f"{ctx.possessive_start} {said} is {value}", snake(said)
+    return [_preference(ctx, content, value, topic, "likes")]
 
 
 # A captured value that is a clause of its own, not a thing: "Miles Davis is their hero".
@@ -175,11 +192,12 @@ _ASIDE = re.compile(
 _AGAIN = re.compile(r"\s+(?:again|once more|all over again)$", re.I)
 
 
-def likes(m: M, c: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item]:
-    """One preference per liked thing in the match's `v`; `verb` as said in the content
+def likes(match: Match, ctx: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item]:
+    """One preference per liked thing in the match's `value`; `verb` as said in the content
     (default: the match's own verb in the third person)."""
     out = []
-    said = m["v"] + (f" {c.date.raw}" if c.date else "")  # "Paris in summer" is not a date fact
+    # "Paris in summer" is not a date fact: the date phrase goes back into the value
+    said = match["value"] + (f" {ctx.date.raw}" if ctx.date else "")
     for item in items_of(clean(said)):
         value = _AGAIN.sub("", item)  # "likes jazz again": the same slot as "likes jazz"
         if (
@@ -190,9 +208,9 @@ def likes(m: M, c: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item
         ):
             continue
         out.append(
-            c.item(
+            ctx.item(
                 "preference",
-                f"{c.who} {verb or _third_verb(m['verb'])} {value}",
+                f"{ctx.who} {verb or _third_verb(match['verb'])} {value}",
                 ["preferences", *keyword(value)],
                 topic=snake(value),
                 sentiment=sentiment,
@@ -202,54 +220,58 @@ def likes(m: M, c: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item
     return out
 
 
-def positive(m: M, c: Ctx) -> list[Item]:
-    return likes(m, c, "likes")
+def positive(match: Match, ctx: Ctx) -> list[Item]:
+    return likes(match, ctx, "likes")
 
 
-def negative(m: M, c: Ctx) -> list[Item]:
-    return likes(m, c, "avoids" if m["verb"].lower() == "avoid" else "dislikes")
+def negative(match: Match, ctx: Ctx) -> list[Item]:
+    return likes(match, ctx, "avoids" if match["verb"].lower() == "avoid" else "dislikes")
 
 
 _NOT_LIKE = {"fan of": "is not a fan of", "into": "is not into", "keen on": "is not keen on"}
 
 
-def not_like(m: M, c: Ctx) -> list[Item]:
-    out = likes(m, c, "dislikes")
-    base = m["base"].lower()
+def not_like(match: Match, ctx: Ctx) -> list[Item]:
+    out = likes(match, ctx, "dislikes")
+    base = match["base"].lower()
     for item in out:  # "Ana does not like X", however the negation was put
-        item["content"] = f"{c.who} {_NOT_LIKE.get(base, 'does not ' + base)} {item['value']}."
+        item["content"] = f"{ctx.who} {_NOT_LIKE.get(base, 'does not ' + base)} {item['value']}."
     return out
 
 
-def not_eat(m: M, c: Ctx) -> list[Item]:
-    verb = m["base"].lower()
-    v = clean(opt(m, "v")) or ("alcohol" if verb == "drink" else "")
-    if points_elsewhere(v):
+def not_eat(match: Match, ctx: Ctx) -> list[Item]:
+    verb = match["base"].lower()
+    value = clean(optional_group(match, "value")) or ("alcohol" if verb == "drink" else "")
+    if points_elsewhere(value):
         return []
     return [
-        c.item(
+        ctx.item(
             "preference",
-            f"{c.who} does not {verb} {v}",
+            f"{ctx.who} does not {verb} {value}",
             ["food", "diet"],
-            topic=snake(v),
+            topic=snake(value),
             sentiment="avoids",
-            value=v,
+            value=value,
         )
     ]
 
 
-def prefer(m: M, c: Ctx) -> list[Item]:
-    v, sep, other = clean(m["v"]), (opt(m, "sep") or "").lower(), clean(opt(m, "o"))
-    if sep == "to" and v.lower().startswith("to "):  # "prefer to travel to Italy"
-        v, other = f"{v} to {other}", ""
-    if points_elsewhere(v):
+def prefer(match: Match, ctx: Ctx) -> list[Item]:
+    value, sep, other = (
+        clean(match["value"]),
+        (optional_group(match, "sep") or "").lower(),
+        clean(optional_group(match, "other")),
+    )
+    if sep == "to" and value.lower().startswith("to "):  # "prefer to travel to Italy"
+        value, other = f"{value} to {other}", ""
+    if points_elsewhere(value):
         return []
-    topic = "_vs_".join(sorted([snake(v), snake(other)])) if other else snake(v)
-    if "rather" in m[0].lower():
-        content = f"{c.who} would rather {v}" + (f" than {other}" if other else "")
+    topic = "_vs_".join(sorted([snake(value), snake(other)])) if other else snake(value)
+    if "rather" in match[0].lower():
+        content = f"{ctx.who} would rather {value}" + (f" than {other}" if other else "")
     else:
-        content = f"{c.who} prefers {v}" + (f" over {other}" if other else "")
-    return [_preference(c, content, v, topic, "prefers")]
+        content = f"{ctx.who} prefers {value}" + (f" over {other}" if other else "")
+    return [_preference(ctx, content, value, topic, "prefers")]
 
 
 # --- decisions and goals -----------------------------------------------------------
@@ -269,9 +291,9 @@ _COMPANY = re.compile(r"(?:their|a friend|friends|some friends|him|her|them)\b",
 _PICK = re.compile(r"(?:use|go with|switch to|pick|choose|adopt|stick with|stay with) (.+)", re.I)
 
 
-def decision(m: M, c: Ctx) -> list[Item]:
-    verb = re.sub(r"^(?:have|had) ", "", m["verb"].lower())
-    text, because, reason = clean(m["c"]), "", None
+def decision(match: Match, ctx: Ctx) -> list[Item]:
+    verb = re.sub(r"^(?:have|had) ", "", match["verb"].lower())
+    text, because, reason = clean(match["choice"]), "", None
     parts = re.split(r"\s+(because(?: of)?|since|so that|due to|given that)\s+", text, maxsplit=1)
     if len(parts) == 3:
         text, because, reason = parts[0], f" {parts[1]} {parts[2]}", parts[2]
@@ -291,10 +313,10 @@ def decision(m: M, c: Ctx) -> list[Item]:
     if pair := re.match(r"(.+?)\s+(?:over|instead of|rather than)\s+(.+)", choice):
         choice = pair[1]
         topic = topic if use else "_vs_".join(sorted([snake(pair[1]), snake(pair[2])]))
-    when, day = past_date(c)
-    content = f"{c.who} {_DECISION_VERBS.get(verb, verb)} {text}{when}{because}"
+    when, day = past_date(ctx)
+    content = f"{ctx.who} {_DECISION_VERBS.get(verb, verb)} {text}{when}{because}"
     return [
-        c.item(
+        ctx.item(
             "decision",
             content,
             ["decision", *keyword(topic.replace("_", " "))],
@@ -340,28 +362,28 @@ _MAYBE_VERBS = words(
 _NOT_AFTER_GOING_TO = words("the a an my bed work school church class sleep")
 
 
-def goal(m: M, c: Ctx) -> list[Item]:
-    verb = " ".join((opt(m, "verb") or "").lower().split())
-    g = clean(m["g"])
-    first = g.split()[0].lower() if g else ""
+def goal(match: Match, ctx: Ctx) -> list[Item]:
+    verb = " ".join((optional_group(match, "verb") or "").lower().split())
+    wanted = clean(match["goal"])
+    first = wanted.split()[0].lower() if wanted else ""
     if (
         not first
         or (verb in ("might", "may") and first not in _MAYBE_VERBS)
         or (verb.endswith(("to", "might", "may")) and first in CHAT_VERBS)
         or (verb == "am going to" and first in _NOT_AFTER_GOING_TO)
-        or TASK_WORDS & set(g.lower().split())
+        or TASK_WORDS & set(wanted.lower().split())
     ):
         return []
-    when = c.when("future")
-    if c.date and c.date.prep == "for":  # "live in Spain for a year" is part of the goal
-        g, when = f"{g} {c.date.raw}", None
-    aim = _GOAL_PREFIX.get(verb, "") + g
-    if kind := opt(m, "kind"):
-        content = f"{c.poss_start} {kind.lower()} is to {g}{when_suffix(when)}"
+    when = ctx.when("future")
+    if ctx.date and ctx.date.prep == "for":  # "live in Spain for a year" is part of the goal
+        wanted, when = f"{wanted} {ctx.date.raw}", None
+    aim = _GOAL_PREFIX.get(verb, "") + wanted
+    if kind := optional_group(match, "kind"):
+        content = f"{ctx.possessive_start} {kind.lower()} is to {wanted}{when_suffix(when)}"
     else:
-        content = f"{c.who} {_third_verb(verb)} {g}{when_suffix(when)}"
+        content = f"{ctx.who} {_third_verb(verb)} {wanted}{when_suffix(when)}"
     return [
-        c.item(
+        ctx.item(
             "goal",
             content,
             ["goals", *keyword(aim)],

@@ -13,8 +13,16 @@ import re
 from dataclasses import replace
 
 from shared.extraction.offline.dates import find_date
-from shared.extraction.offline.lexicon import NAME, NOT_NAMES, Ctx, Item, article, past_date, words
-from shared.extraction.offline.profile import M
+from shared.extraction.offline.lexicon import (
+    NAME,
+    NOT_NAMES,
+    Ctx,
+    Item,
+    Match,
+    article,
+    past_date,
+    words,
+)
 
 # Kinds of pets and the breeds people name instead ("a golden retriever called Biscuit").
 _KINDS = (
@@ -60,45 +68,47 @@ def _names(text: str | None) -> list[str]:
     return [n for n in said if n and n.split()[0].lower() not in NOT_NAMES]
 
 
-def pets_in(text: str, verb: str, c: Ctx) -> tuple[list[Item], str]:
+def pets_in(text: str, verb: str, ctx: Ctx) -> tuple[list[Item], str]:
     """The pet facts in an object of "have" ("two rabbits, Bonnie and Clyde, and a parrot
     named Pistachio"), and the text left once the pets are taken out."""
     head, comma, tail = text.partition(",")  # "a cat last month, she's called Pixel"
     head, phrase = find_date(head)
-    if phrase is not None and c.date is None:
-        c, text = replace(c, date=phrase), f"{head.rstrip()}{comma}{tail}"
+    if phrase is not None and ctx.date is None:
+        ctx, text = replace(ctx, date=phrase), f"{head.rstrip()}{comma}{tail}"
     groups = list(_GROUP.finditer(text))
     out: list[Item] = []
     shown = _VERBS.get(verb.lower(), verb.lower())
-    when, day = past_date(c) if shown not in ("has", "owns") else ("", None)
-    for i, g in enumerate(groups):
-        names = _names(g["names"])
+    when, day = past_date(ctx) if shown not in ("has", "owns") else ("", None)
+    for i, group in enumerate(groups):
+        names = _names(group["names"])
         after = groups[i + 1] if i + 1 < len(groups) else None
-        if not names and after and after["names"] and g["count"].lower() not in _NUMBERS:
+        if not names and after and after["names"] and group["count"].lower() not in _NUMBERS:
             continue  # "a second dog, a greyhound named Pepper": one dog, said twice
-        desc = [w for w in g["desc"].lower().split() if w not in _ORDINAL]
-        kind = " ".join([*desc, _singular(g["kind"])])
+        desc = [w for w in group["desc"].lower().split() if w not in _ORDINAL]
+        kind = " ".join([*desc, _singular(group["kind"])])
         if names:
             for name in names:
-                content = f"{c.who} {shown} {article(kind)} {kind} named {name}{when}"
-                out.append(pet_item(c, content, name, day))
-        elif g["count"].lower() in _NUMBERS or g["count"].isdigit():
-            plural = g[0][len(g["count"]) :].strip()
-            out.append(pet_item(c, f"{c.who} {shown} {g['count']} {plural}{when}", kind, day))
+                content = f"{ctx.who} {shown} {article(kind)} {kind} named {name}{when}"
+                out.append(pet_item(ctx, content, name, day))
+        elif group["count"].lower() in _NUMBERS or group["count"].isdigit():
+            plural = group[0][len(group["count"]) :].strip()
+            out.append(
+                pet_item(ctx, f"{ctx.who} {shown} {group['count']} {plural}{when}", kind, day)
+            )
         else:
-            out.append(pet_item(c, f"{c.who} {shown} {article(kind)} {kind}{when}", kind, day))
+            out.append(pet_item(ctx, f"{ctx.who} {shown} {article(kind)} {kind}{when}", kind, day))
     rest = _GROUP.sub("", text)
     return out, rest
 
 
-def pet_item(c: Ctx, content: str, value: str, day: dt.date | None = None) -> Item:
-    return c.item("fact", content, ["pets"], attribute="pet", value=value, valid_from=day)
+def pet_item(ctx: Ctx, content: str, value: str, day: dt.date | None = None) -> Item:
+    return ctx.item("fact", content, ["pets"], attribute="pet", value=value, valid_from=day)
 
 
-def named_pet(m: M, c: Ctx) -> list[Item]:
+def named_pet(match: Match, ctx: Ctx) -> list[Item]:
     """ "my cat Luna", "our dog is called Rex", "my cat's name is Mochi"."""
-    name = m["name"]
+    name = match["name"]
     if name.split()[0].lower() in NOT_NAMES:
         return []
-    kind = _singular(m["kind"])
-    return [pet_item(c, f"{c.who} has {article(kind)} {kind} named {name}", name)]
+    kind = _singular(match["kind"])
+    return [pet_item(ctx, f"{ctx.who} has {article(kind)} {kind} named {name}", name)]

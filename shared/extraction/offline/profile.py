@@ -14,137 +14,136 @@ from shared.extraction.offline.lexicon import (
     RELATIONS,
     Ctx,
     Item,
+    Match,
     article,
     clean,
     items_of,
+    optional_group,
     past_date,
     place,
     titled,
     words,
 )
 
-M = re.Match[str]
-
-
-def opt(m: M, group: str) -> str | None:
-    """A named group that only some of a builder's patterns have."""
-    return m.groupdict().get(group)
-
-
 # --- identity ------------------------------------------------------------------------
 
 
-def name(m: M, c: Ctx) -> list[Item]:
-    bare = opt(m, "bare")  # "I'm Ana" is a weaker signal than "my name is Ana"
-    said = titled(clean(bare or m["v"]))
+def name(match: Match, ctx: Ctx) -> list[Item]:
+    bare = optional_group(match, "bare")  # "I'm Ana" is a weaker signal than "my name is Ana"
+    said = titled(clean(bare or match["value"]))
     if not said or said.split()[0].lower() in NOT_NAMES | DEMONYMS:
         return []
-    if said.lower() == c.subject.lower():
+    if said.lower() == ctx.subject.lower():
         return []  # "Chloe's name is Chloe." says nothing the speaker's name did not
-    content = f"{c.poss_start} name is {said}"
-    return c.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
+    content = f"{ctx.possessive_start} name is {said}"
+    return ctx.identity("name", said, content, "identity", conf=0.8 if bare else 0.9)
 
 
-def name_and_age(m: M, c: Ctx) -> list[Item]:
+def name_and_age(match: Match, ctx: Ctx) -> list[Item]:
     """ "I'm Ben, 34": a name in apposition with an age."""
-    named = name(m, c)
-    if not named and c.subject.lower() != m["bare"].lower():
+    named = name(match, ctx)
+    if not named and ctx.subject.lower() != match["bare"].lower():
         return []  # "I'm Sorry, 34" is no introduction
-    years = int(m["age"])
+    years = int(match["age"])
     if not 1 <= years <= 120:
         return named
-    content = f"{c.who} is {years} years old"
-    return named + c.identity("age", str(years), content, "identity")
+    content = f"{ctx.who} is {years} years old"
+    return named + ctx.identity("age", str(years), content, "identity")
 
 
-def pronouns(m: M, c: Ctx) -> list[Item]:
-    v = m["v"].lower()
-    return c.identity("pronouns", v, f"{c.who} uses {v} pronouns", "identity")
+def pronouns(match: Match, ctx: Ctx) -> list[Item]:
+    value = match["value"].lower()
+    return ctx.identity("pronouns", value, f"{ctx.who} uses {value} pronouns", "identity")
 
 
-def age(m: M, c: Ctx) -> list[Item]:
-    years = int(m["v"])
+def age(match: Match, ctx: Ctx) -> list[Item]:
+    years = int(match["value"])
     if not 1 <= years <= 120:
         return []
-    when, day = past_date(c)
-    turned = opt(m, "turned")
-    content = f"{c.who} turned {years}{when}" if turned else f"{c.who} is {years} years old"
-    return c.identity("age", str(years), content, "identity", valid_from=day)
+    when, day = past_date(ctx)
+    turned = optional_group(match, "turned")
+    content = f"{ctx.who} turned {years}{when}" if turned else f"{ctx.who} is {years} years old"
+    return ctx.identity("age", str(years), content, "identity", valid_from=day)
 
 
-def birthday(m: M, c: Ctx) -> list[Item]:
-    born = m[0].lower().startswith("i was born")
-    v = clean(opt(m, "v"))
-    if born and v.lower().startswith("in "):  # a date would already be out: "born in Lisbon"
-        where = place(v[3:])
-        content = f"{c.who} was born in {where}"
-        return c.identity("birthplace", where, content, "identity", "origin") if where else []
+def birthday(match: Match, ctx: Ctx) -> list[Item]:
+    born = match[0].lower().startswith("i was born")
+    value = clean(optional_group(match, "value"))
+    if born and value.lower().startswith("in "):  # a date would already be out: "born in Lisbon"
+        where = place(value[3:])
+        content = f"{ctx.who} was born in {where}"
+        return ctx.identity("birthplace", where, content, "identity", "origin") if where else []
     # Kept as said: "March 3rd" has no year, so resolving it would invent one.
-    day = v or (c.date.core if c.date else "")
+    day = value or (ctx.date.core if ctx.date else "")
     if not day:
         return []
     prep = "in" if re.fullmatch(r"\d{4}|[a-z]+,? \d{4}", day, re.I) else "on"
-    content = f"{c.who} was born {prep} {day}" if born else f"{c.poss_start} birthday is {day}"
-    return c.identity("birthday", day, content, "identity", "birthday")
+    content = (
+        f"{ctx.who} was born {prep} {day}" if born else f"{ctx.possessive_start} birthday is {day}"
+    )
+    return ctx.identity("birthday", day, content, "identity", "birthday")
 
 
-def nationality(m: M, c: Ctx) -> list[Item]:
-    v = m["v"].lower()
-    if v not in DEMONYMS:
+def nationality(match: Match, ctx: Ctx) -> list[Item]:
+    value = match["value"].lower()
+    if value not in DEMONYMS:
         return []
-    return c.identity("nationality", v.title(), f"{c.who} is {v.title()}", "identity", "origin")
+    return ctx.identity(
+        "nationality", value.title(), f"{ctx.who} is {value.title()}", "identity", "origin"
+    )
 
 
-def languages(m: M, c: Ctx) -> list[Item]:
+def languages(match: Match, ctx: Ctx) -> list[Item]:
     # "language" is multi-valued in the schema: speaking a new one adds, never replaces.
     out = []
-    for part in items_of(clean(m["v"])):
+    for part in items_of(clean(match["value"])):
         said = re.sub(r"\s+(?:fluently|well|natively|badly|a bit|a little)$", "", part).split()
         if said and said[-1].lower() in LANGUAGES:
             lang = said[-1].title()
-            content = f"{c.who} speaks {' '.join([*said[:-1], lang])}"
-            out += c.identity("language", lang, content, "language")
+            content = f"{ctx.who} speaks {' '.join([*said[:-1], lang])}"
+            out += ctx.identity("language", lang, content, "language")
     return out
 
 
-def native_language(m: M, c: Ctx) -> list[Item]:
-    if m["v"].lower() not in LANGUAGES:
+def native_language(match: Match, ctx: Ctx) -> list[Item]:
+    if match["value"].lower() not in LANGUAGES:
         return []
-    lang = m["v"].title()
-    content = f"{c.poss_start} native language is {lang}"
-    return c.identity("native_language", lang, content, "language")
+    lang = match["value"].title()
+    content = f"{ctx.possessive_start} native language is {lang}"
+    return ctx.identity("native_language", lang, content, "language")
 
 
-def location(m: M, c: Ctx) -> list[Item]:
-    where = place(m["v"])
+def location(match: Match, ctx: Ctx) -> list[Item]:
+    where = place(match["value"])
     if not where:
         return []
-    if opt(m, "moved"):
-        when, day = past_date(c)
-        content = f"{c.who} moved to {where}{when}"
+    if optional_group(match, "moved"):
+        when, day = past_date(ctx)
+        content = f"{ctx.who} moved to {where}{when}"
     else:
-        when, day = past_date(c, since=True)
-        content = f"{c.who} has lived in {where}{when}" if when else f"{c.who} lives in {where}"
-    if company := clean(opt(m, "with")):  # "lives with me in Dubai", "live with my girlfriend"
+        when, day = past_date(ctx, since=True)
+        content = f"{ctx.who} has lived in {where}{when}" if when else f"{ctx.who} lives in {where}"
+    # "lives with me in Dubai", "live with my girlfriend"
+    if company := clean(optional_group(match, "with")):
         content += f" with {company}"
-    return c.identity("location", where, content, "location", "home", valid_from=day)
+    return ctx.identity("location", where, content, "location", "home", valid_from=day)
 
 
-def present_place(m: M, c: Ctx) -> list[Item]:
+def present_place(match: Match, ctx: Ctx) -> list[Item]:
     """ "I'm in Melbourne now", "Lyon is home now": where the speaker lives, said loosely, so
     not when a date or a purpose makes it a stay ("I'm in Rome this week", "for work")."""
-    stay = re.search(r"\b(?:for|on|with|until|till|visiting)\b|\d", m["v"], re.I)
-    if c.date is not None or stay:  # "Year 10" is no place either
+    stay = re.search(r"\b(?:for|on|with|until|till|visiting)\b|\d", match["value"], re.I)
+    if ctx.date is not None or stay:  # "Year 10" is no place either
         return []
-    return location(m, replace(c, confidence=min(c.confidence, 0.7)))
+    return location(match, replace(ctx, confidence=min(ctx.confidence, 0.7)))
 
 
-def hometown(m: M, c: Ctx) -> list[Item]:
-    where = place(m["v"])
+def hometown(match: Match, ctx: Ctx) -> list[Item]:
+    where = place(match["value"])
     if not where:
         return []
-    verb = "grew up in" if opt(m, "grew") else "is from"
-    return c.identity("hometown", where, f"{c.who} {verb} {where}", "origin", "home")
+    verb = "grew up in" if optional_group(match, "grew") else "is from"
+    return ctx.identity("hometown", where, f"{ctx.who} {verb} {where}", "origin", "home")
 
 
 # --- work and study ------------------------------------------------------------------
@@ -200,101 +199,103 @@ _NOT_JOBS = words(
 )
 
 
-def _work(m: M, c: Ctx, *, trusted: bool) -> list[Item]:
-    job = re.sub(r"^(?:a|an)\s+", "", clean(opt(m, "job")), flags=re.I)
+def _work(match: Match, ctx: Ctx, *, trusted: bool) -> list[Item]:
+    job = re.sub(r"^(?:a|an)\s+", "", clean(optional_group(match, "job")), flags=re.I)
     if job and not trusted and not _is_job(job):
         return []  # "I'm a big fan of jazz" is not a job
-    said_org, said_where = opt(m, "org"), opt(m, "workplace")
+    said_org, said_where = optional_group(match, "org"), optional_group(match, "workplace")
     if said_org and _DURATION.match(said_org):
         said_org = None  # "a cardiologist for ten years": how long, not for whom
     if said_org and not said_where and (split := _ORG_IN.match(said_org)):
         said_org, said_where = split[1], split[2]  # "at a warehouse in Brno"
     org = _employer(said_org)
-    joined = opt(m, "joined")
+    joined = optional_group(match, "joined")
     if len(job.split()) > 5 or (joined and not (org and org[0].isupper())):
         return []  # "I joined a gym": only a named organisation is an employer
     where = place(said_where) if said_where and said_where[:1].isupper() else None
     if said_where and not where:
         return []  # "I'm a nurse in training" names no place
-    when, day = past_date(c, since=not joined)
-    shifts = f" {clean(opt(m, 'shifts'))}" if opt(m, "shifts") else ""
+    when, day = past_date(ctx, since=not joined)
+    shifts = f" {clean(optional_group(match, 'shifts'))}" if optional_group(match, "shifts") else ""
     at = f" in {where}" if where else ""  # where they work: not where they live
     out = []
     if job:
         verb = "is" if job.lower() in _STATUS_JOBS else f"works as {article(job)}"
         if org and _unnamed(org):  # "a nurse at a children's hospital": one fact says it
             at, org = f" at {org}{at}", None
-        out += c.identity("occupation", job, f"{c.who} {verb} {job}{at}", "work", valid_from=day)
+        out += ctx.identity(
+            "occupation", job, f"{ctx.who} {verb} {job}{at}", "work", valid_from=day
+        )
     if org and job.lower().endswith("student"):  # "a master's student at TU Delft"
-        out += c.identity("school", org, f"{c.who} studies at {org}", "education")
+        out += ctx.identity("school", org, f"{ctx.who} studies at {org}", "education")
     elif org == "self-employed":
-        out += c.identity("employer", org, f"{c.who} is self-employed", "work")
+        out += ctx.identity("employer", org, f"{ctx.who} is self-employed", "work")
     elif org:
         if joined:
-            content = f"{c.who} joined {org}{at}{when}"
+            content = f"{ctx.who} joined {org}{at}{when}"
         else:
             content = (
-                f"{c.who} has worked{shifts} at {org}{at}{when}"
+                f"{ctx.who} has worked{shifts} at {org}{at}{when}"
                 if when
-                else f"{c.who} works{shifts} at {org}{at}"
+                else f"{ctx.who} works{shifts} at {org}{at}"
             )
-        out += c.identity("employer", org, content, "work", valid_from=day)
+        out += ctx.identity("employer", org, content, "work", valid_from=day)
     return out
 
 
-def job_trusted(m: M, c: Ctx) -> list[Item]:
+def job_trusted(match: Match, ctx: Ctx) -> list[Item]:
     """For "I work as X": whatever X is, it is the job."""
-    return _work(m, c, trusted=True)
+    return _work(match, ctx, trusted=True)
 
 
-def job_checked(m: M, c: Ctx) -> list[Item]:
+def job_checked(match: Match, ctx: Ctx) -> list[Item]:
     """For "I'm a X": a job only when X ends in a known job noun."""
-    return _work(m, c, trusted=False)
+    return _work(match, ctx, trusted=False)
 
 
 _NOT_TAUGHT = words("my their them him her you it this that how what people someone kids")
 
 
-def teach(m: M, c: Ctx) -> list[Item]:
+def teach(match: Match, ctx: Ctx) -> list[Item]:
     """ "I teach maths at a secondary school", "I teach at a primary school in Hull"."""
-    subject = clean(opt(m, "subject"))
-    where = clean(opt(m, "org"))
+    subject = clean(optional_group(match, "subject"))
+    where = clean(optional_group(match, "org"))
     said = subject.lower().split()
     if (said and (said[0] in _NOT_TAUGHT or len(said) > 3)) or (not said and not where):
         return []
     job = f"{subject} teacher" if subject else "teacher"
-    at = f" {m['prep'].lower()} {where}" if where else ""
-    return c.identity(
-        "occupation", job, f"{c.who} teaches{f' {subject}' if subject else ''}{at}", "work"
+    at = f" {match['prep'].lower()} {where}" if where else ""
+    return ctx.identity(
+        "occupation", job, f"{ctx.who} teaches{f' {subject}' if subject else ''}{at}", "work"
     )
 
 
-def industry(m: M, c: Ctx) -> list[Item]:
-    v = clean(m["v"])
-    if not v or v[0].isupper():  # "I work in Berlin" names a place, not a field
+def industry(match: Match, ctx: Ctx) -> list[Item]:
+    value = clean(match["value"])
+    if not value or value[0].isupper():  # "I work in Berlin" names a place, not a field
         return []
-    return c.identity("industry", v, f"{c.who} works in {v}", "work")
+    return ctx.identity("industry", value, f"{ctx.who} works in {value}", "work")
 
 
-def remote(m: M, c: Ctx) -> list[Item]:
-    content = f"{c.who} works remotely"
-    return [c.item("fact", content, ["work"], attribute="work_arrangement", value="remote")]
+def remote(match: Match, ctx: Ctx) -> list[Item]:
+    content = f"{ctx.who} works remotely"
+    return [ctx.item("fact", content, ["work"], attribute="work_arrangement", value="remote")]
 
 
-def study(m: M, c: Ctx) -> list[Item]:
-    field = clean(m["v"])
+def study(match: Match, ctx: Ctx) -> list[Item]:
+    field = clean(match["value"])
     if not field or field.split()[0].lower() in ("for", "with", "at", "hard", "a", "it"):
         return []
-    content = f"{c.who} studies {field}"
-    out = [c.item("fact", content, ["education"], attribute="field_of_study", value=field)]
-    if school := _employer(opt(m, "org")):
-        out += c.identity("school", school, f"{c.who} studies at {school}", "education")
+    content = f"{ctx.who} studies {field}"
+    out = [ctx.item("fact", content, ["education"], attribute="field_of_study", value=field)]
+    if school := _employer(optional_group(match, "org")):
+        out += ctx.identity("school", school, f"{ctx.who} studies at {school}", "education")
     return out
 
 
-def marital(m: M, c: Ctx) -> list[Item]:
-    v = m["v"].lower()
-    return c.identity("relationship_status", v, f"{c.who} is {v}", "family")
+def marital(match: Match, ctx: Ctx) -> list[Item]:
+    value = match["value"].lower()
+    return ctx.identity("relationship_status", value, f"{ctx.who} is {value}", "family")
 
 
 # --- relationships -----------------------------------------------------------------
@@ -324,24 +325,30 @@ def _one_said(rest: str) -> str:
     return f"{verb} {tail}".strip()
 
 
-def relations(m: M, c: Ctx) -> list[Item]:
+def relations(match: Match, ctx: Ctx) -> list[Item]:
     """ "my brothers, Imran and Bilal, both live in Karachi": one relationship per name."""
-    said = m["rel"].lower()
+    said = match["rel"].lower()
     rel = _PLURAL_REL.get(said) or said.removesuffix("s")
-    rest = clean(opt(m, "rest"))
+    rest = clean(optional_group(match, "rest"))
     out = []
-    for person in re.split(r",\s*(?:and\s+)?|\s+and\s+", m["names"]):
+    for person in re.split(r",\s*(?:and\s+)?|\s+and\s+", match["names"]):
         if person:
-            out += _relation(c, rel, person, "", _one_said(rest) if rest else "")
+            out += _relation(ctx, rel, person, "", _one_said(rest) if rest else "")
     return out
 
 
-def relation(m: M, c: Ctx) -> list[Item]:
+def relation(match: Match, ctx: Ctx) -> list[Item]:
     # what is said of them ("is a nurse in Hamburg") goes with the relationship
-    return _relation(c, m["rel"], m["name"], opt(m, "mod") or "", clean(opt(m, "rest")))
+    return _relation(
+        ctx,
+        match["rel"],
+        match["name"],
+        optional_group(match, "mod") or "",
+        clean(optional_group(match, "rest")),
+    )
 
 
-def _relation(c: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]:
+def _relation(ctx: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]:
     person = re.sub(r"'s$", "", name)  # "my friend Sam's dog"
     if person.split()[0].lower() in NOT_NAMES | DEMONYMS | LANGUAGES:
         return []  # "my wife is Italian"
@@ -350,15 +357,15 @@ def _relation(c: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]:
     mod = mod.lower()  # "older sister" is said; "sister" is the relation
     shown = kind if kind in ("spouse", "partner") else f"{mod}{kind}"
     area = "work" if kind in _WORK_RELATIONS else "family" if kind in _FAMILY else "friends"
-    content = f"{c.poss_start} {shown} " + (f"{person} {rest}" if rest else f"is {person}")
-    out = [c.item("relationship", content, [area, "people"], person=person, relation=kind)]
+    content = f"{ctx.possessive_start} {shown} " + (f"{person} {rest}" if rest else f"is {person}")
+    out = [ctx.item("relationship", content, [area, "people"], person=person, relation=kind)]
     if status:
-        out += c.identity("relationship_status", status, f"{c.who} is {status}", "family")
+        out += ctx.identity("relationship_status", status, f"{ctx.who} is {status}", "family")
     return out
 
 
-def pet(m: M, c: Ctx) -> list[Item]:
-    if m["name"].split()[0].lower() in NOT_NAMES:
+def pet(match: Match, ctx: Ctx) -> list[Item]:
+    if match["name"].split()[0].lower() in NOT_NAMES:
         return []
-    value = f"a {m['pet'].lower()} named {m['name']}"
-    return [c.item("fact", f"{c.who} has {value}", ["pets"], value=value)]
+    value = f"a {match['pet'].lower()} named {match['name']}"
+    return [ctx.item("fact", f"{ctx.who} has {value}", ["pets"], value=value)]
