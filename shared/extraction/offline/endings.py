@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from shared.extraction.offline import life, profile
 from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.items import Item, PreferenceItem
 from shared.extraction.offline.lexicon import (
     NAME,
     NOT_NAMES,
@@ -22,7 +23,6 @@ from shared.extraction.offline.lexicon import (
     REL,
     RELATIONS,
     Ctx,
-    Item,
     Match,
     Rule,
     clean,
@@ -41,13 +41,17 @@ _UNNAMED = {"*", "any", "all"}
 
 def _ending(item: Item, day: dt.date | None = None, *, content: str | None = None) -> Item:
     """A built fact, stating that its value ended (dated when the clause said when)."""
-    ended = {**item, "ended": True, "valid_from": day or item.get("valid_from")}
-    return {**ended, "content": content} if content else ended
+    ended = item.copy()
+    ended["ended"] = True
+    ended["valid_from"] = day or item["valid_from"]
+    if content:
+        ended["content"] = content
+    return ended
 
 
 def _identity_end(ctx: Ctx, attribute: str, value: str, content: str, *tags: str) -> list[Item]:
     when, day = past_date(ctx)
-    item = ctx.item("identity", f"{content}{when}", list(tags), attribute=attribute, value=value)
+    (item,) = ctx.identity(attribute, value, f"{content}{when}", *tags)
     return [_ending(item, day)]
 
 
@@ -121,13 +125,13 @@ def quit_habit(match: Match, ctx: Ctx) -> list[Item]:
     if learning := re.match(r"(?:learning|studying|training for|saving for) (.+)$", value):
         aim = f"{_GOAL_VERB[value.split()[0]]} {learning[1]}"
         content = f"{ctx.who} stopped {value}{when}"
-        item = ctx.item("goal", content, ["goals"], goal=aim, target_date=None, status="abandoned")
-        return [_ending(item, day)]
+        stopped = ctx.goal(content, ["goals"], goal=aim, target_date=None, status="abandoned")
+        return [_ending(stopped, day)]
     if diet := re.match(r"being (vegan|vegetarian|pescatarian|keto)$", value):
         return _diet_end(ctx, diet[1])
     content = f"{ctx.who} gave up {value}{when}"
-    item = ctx.item(
-        "preference", content, ["preferences"], topic=value, sentiment="likes", value=_thing(value)
+    item = ctx.preference(
+        content, ["preferences"], topic=value, sentiment="likes", value=_thing(value)
     )
     return [_ending(item, day)]
 
@@ -193,7 +197,7 @@ def broke_up(match: Match, ctx: Ctx) -> list[Item]:
     verb = "divorced" if "divorc" in match[0].lower() else "broke up with"
     shown = person if person != "*" else f"their {relation}"
     content = f"{ctx.who} {verb} {shown}{when}"
-    item = ctx.item("relationship", content, ["family", "people"], person=person, relation=relation)
+    item = ctx.relationship(content, ["family", "people"], person=person, relation=relation)
     return [_ending(item, day)]
 
 
@@ -223,11 +227,11 @@ def pet_gone(match: Match, ctx: Ctx) -> list[Item]:
     elif name and not kind:
         # "Lakshmi passed away": a pet or a person by that name, whichever is held
         content = f"{name} {_PAST.get(verb, verb)}{when}"
-        item = ctx.item("fact", content, ["life"], attribute="*", value=name)
+        item = ctx.fact(content, ["life"], attribute="*", value=name)
         return [_ending(item, day)]
     else:
         content = f"{shown[:1].upper()}{shown[1:]}, {ctx.possessive} pet, {_PAST.get(verb, verb)}"
-    item = ctx.item("fact", f"{content}{when}", ["pets"], attribute="pet", value=value)
+    item = ctx.fact(f"{content}{when}", ["pets"], attribute="pet", value=value)
     return [_ending(item, day)]
 
 
@@ -241,9 +245,7 @@ def relative_died(match: Match, ctx: Ctx) -> list[Item]:
     when, day = past_date(ctx)
     shown = f"{ctx.possessive} {rel} {name}" if name else f"{ctx.possessive} {rel}"
     content = f"{shown[:1].upper()}{shown[1:]} passed away{when}"
-    item = ctx.item(
-        "relationship", content, ["family", "people"], person=name or "*", relation=relation
-    )
+    item = ctx.relationship(content, ["family", "people"], person=name or "*", relation=relation)
     return [_ending(item, day)]
 
 
@@ -253,9 +255,9 @@ def renamed_pet(match: Match, ctx: Ctx) -> list[Item]:
     new, old = match["new"], match["old"]
     if {new.split()[0].lower(), old.split()[0].lower()} & NOT_NAMES:
         return []
-    gone = ctx.item("fact", f"{ctx.possessive_start} pet is not called {old}", ["pets"],
+    gone = ctx.fact(f"{ctx.possessive_start} pet is not called {old}", ["pets"],
                     attribute="pet", value=old)  # fmt: skip
-    kept = ctx.item("fact", f"{ctx.possessive_start} pet is called {new}", ["pets"],
+    kept = ctx.fact(f"{ctx.possessive_start} pet is called {new}", ["pets"],
                     attribute="pet", value=new)  # fmt: skip
     return [_ending(gone), kept]
 
@@ -268,9 +270,7 @@ def no_pets(match: Match, ctx: Ctx) -> list[Item]:
     kind = re.sub(r"s$", "", match["kind"].lower())
     value = "*" if kind in ("pet", "animal") or match["det"].lower() == "any" else kind
     shown = "any pets" if value == "*" else f"{article_of(match['det'])}{kind}"
-    item = ctx.item(
-        "fact", f"{ctx.who} no longer has {shown}", ["pets"], attribute="pet", value=value
-    )
+    item = ctx.fact(f"{ctx.who} no longer has {shown}", ["pets"], attribute="pet", value=value)
     return [_ending(item)]
 
 
@@ -298,7 +298,7 @@ def promoted(match: Match, ctx: Ctx) -> list[Item]:
     return ctx.identity("occupation", job, content, "work", valid_from=day)
 
 
-def back_into(match: Match, ctx: Ctx) -> list[Item]:
+def back_into(match: Match, ctx: Ctx) -> list[PreferenceItem]:
     return life.likes(match, ctx, "likes", verb="is back into")
 
 
@@ -306,8 +306,8 @@ def back_into(match: Match, ctx: Ctx) -> list[Item]:
 
 
 def _diet_end(ctx: Ctx, diet: str) -> list[Item]:
-    item = ctx.item(
-        "fact", f"{ctx.who} is no longer {diet}", ["food", "diet"], attribute="diet", value=diet
+    item = ctx.fact(
+        f"{ctx.who} is no longer {diet}", ["food", "diet"], attribute="diet", value=diet
     )
     return [_ending(item)]
 
@@ -315,9 +315,7 @@ def _diet_end(ctx: Ctx, diet: str) -> list[Item]:
 def eats_again(match: Match, ctx: Ctx) -> list[Item]:
     """ "I've started eating chicken again": whatever the meat-free diet was, it ended."""
     food = match["food"].lower()
-    item = ctx.item(
-        "fact", f"{ctx.who} eats {food} again", ["food", "diet"], attribute="diet", value="*"
-    )
+    item = ctx.fact(f"{ctx.who} eats {food} again", ["food", "diet"], attribute="diet", value="*")
     return [_ending(item)]
 
 
@@ -449,7 +447,7 @@ def corrected(match: Match, ctx: Ctx) -> list[Item]:
     if not old or not new or len(old.split()) > 3 or old.lower() in NOT_NAMES:
         return []
     content = f"{ctx.who} corrected {old} to {new}"
-    item = ctx.item("fact", content, ["correction"], attribute="*", value=old)
+    item = ctx.fact(content, ["correction"], attribute="*", value=old)
     return [_ending(item)]
 
 

@@ -14,11 +14,11 @@ import re
 from dataclasses import replace
 
 from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.items import Item
 from shared.extraction.offline.lexicon import (
     POINTERS,
     TASK_WORDS,
     Ctx,
-    Item,
     Match,
     clean,
     keyword,
@@ -103,8 +103,7 @@ def _object(raw: str, ctx: Ctx) -> tuple[str | None, Ctx]:
 def _event(ctx: Ctx, verb: str, obj: str, *, conf: float) -> list[Item]:
     when, day = past_date(ctx)  # " on 7 May 2023", resolved against the session's date
     return [
-        ctx.item(
-            "fact",
+        ctx.fact(
             f"{ctx.who} {verb} {obj}{when}",
             ["events", *keyword(obj)],
             conf=conf,

@@ -29,7 +29,8 @@ from shared.extraction.offline.endings import (
     no_longer,
     settle,
 )
-from shared.extraction.offline.lexicon import Ctx, Item, Rule, strip_fillers
+from shared.extraction.offline.items import Item
+from shared.extraction.offline.lexicon import Ctx, Rule, strip_fillers
 from shared.extraction.offline.rules import MENTIONS, RULES
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.schemas import typed_fact_adapter
@@ -207,7 +208,7 @@ def extract_items(text: str, *, speaker: str, session_date: dt.datetime) -> list
         introduced = [i for i in items if i.get("attribute") == "name" and not i.get("ended")]
         if not introduced:
             return items
-        named = _items(text, _ctx(str(introduced[0]["value"]), session_date))
+        named = _items(text, _ctx(str(introduced[0].get("value")), session_date))
         return _dedup([*introduced[:1], *named])
     return _items(text, _ctx(name, session_date))
 
@@ -320,7 +321,7 @@ def _first_built(rules: Sequence[Rule], text: str, ctx: Ctx) -> list[Item]:
     """What the first rule that matches and builds anything builds."""
     for rule in rules:
         if (match := rule.pattern.match(text)) and (built := rule.build(match, ctx)):
-            return built
+            return list(built)
     return []
 
 

@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from shared.extraction.offline.dates import DatePhrase, Prefer, When, resolve
+from shared.extraction.offline.items import (
+    DecisionItem,
+    GeneralItem,
+    GoalItem,
+    GoalStatus,
+    IdentityItem,
+    Item,
+    PreferenceItem,
+    RelationshipItem,
+    Sentiment,
+)
 from shared.extraction.schemas import slot_part
 from shared.wordlists import read_list
 
-Item = dict[str, Any]
 Match = re.Match[str]
 
 
@@ -37,36 +46,95 @@ class Ctx:
     def when(self, prefer: Prefer, *, since: bool = False) -> When | None:
         return resolve(self.date, self.session, prefer, since=since) if self.date else None
 
-    def item(
+    def _stated(self, content: str, conf: float) -> tuple[str, float]:
+        """The content as one sentence, capitalised; the confidence, capped by the clause's."""
+        content = " ".join(content.split()).rstrip(" .,;") + "."
+        return content[:1].upper() + content[1:], round(min(conf, self.confidence), 2)
+
+    def identity(
         self,
-        type_: str,
+        attribute: str,
+        value: str,
+        content: str,
+        *tags: str,
+        conf: float = 0.9,
+        valid_from: dt.date | None = None,
+    ) -> list[Item]:
+        """The one-item list most identity builders return."""
+        content, confidence = self._stated(content, conf)
+        item = IdentityItem(type="identity", content=content, subject=self.subject,
+                            confidence=confidence, tags=list(tags)[:3], valid_from=valid_from,
+                            attribute=attribute, value=value)  # fmt: skip
+        return [item]
+
+    def fact(
+        self,
         content: str,
         tags: list[str],
         *,
+        attribute: str | None = None,
+        value: str | None = None,
         conf: float = 0.9,
         valid_from: dt.date | None = None,
-        **fields: Any,
-    ) -> Item:
-        content = " ".join(content.split()).rstrip(" .,;") + "."
-        return {
-            "type": type_,
-            "content": content[:1].upper() + content[1:],
-            "subject": self.subject,
-            "confidence": round(min(conf, self.confidence), 2),
-            "tags": tags[:3],
-            "valid_from": valid_from,
-            **fields,
-        }
+    ) -> GeneralItem:
+        """A plain fact; with an attribute and a value, one that holds a slot."""
+        content, confidence = self._stated(content, conf)
+        item = GeneralItem(type="fact", content=content, subject=self.subject,
+                           confidence=confidence, tags=tags[:3], valid_from=valid_from)  # fmt: skip
+        if attribute is not None:
+            item["attribute"] = attribute
+        if value is not None:
+            item["value"] = value
+        return item
 
-    def identity(
-        self, attribute: str, value: str, content: str, *tags: str, **extra: Any
-    ) -> list[Item]:
-        """The one-item list most identity builders return."""
-        item = self.item("identity", content, list(tags), attribute=attribute, value=value, **extra)
-        return [item]
+    def preference(
+        self, content: str, tags: list[str], *, topic: str, sentiment: Sentiment, value: str
+    ) -> PreferenceItem:
+        content, confidence = self._stated(content, 0.9)
+        return PreferenceItem(type="preference", content=content, subject=self.subject,
+                              confidence=confidence, tags=tags[:3], valid_from=None,
+                              topic=topic, sentiment=sentiment, value=value)  # fmt: skip
+
+    def decision(
+        self,
+        content: str,
+        tags: list[str],
+        *,
+        topic: str,
+        choice: str,
+        reason: str | None,
+        valid_from: dt.date | None,
+    ) -> DecisionItem:
+        content, confidence = self._stated(content, 0.9)
+        return DecisionItem(type="decision", content=content, subject=self.subject,
+                            confidence=confidence, tags=tags[:3], valid_from=valid_from,
+                            topic=topic, choice=choice, reason=reason)  # fmt: skip
+
+    def goal(
+        self,
+        content: str,
+        tags: list[str],
+        *,
+        goal: str,
+        target_date: dt.date | None,
+        status: GoalStatus,
+        conf: float = 0.9,
+    ) -> GoalItem:
+        content, confidence = self._stated(content, conf)
+        return GoalItem(type="goal", content=content, subject=self.subject,
+                        confidence=confidence, tags=tags[:3], valid_from=None,
+                        goal=goal, target_date=target_date, status=status)  # fmt: skip
+
+    def relationship(
+        self, content: str, tags: list[str], *, person: str, relation: str
+    ) -> RelationshipItem:
+        content, confidence = self._stated(content, 0.9)
+        return RelationshipItem(type="relationship", content=content, subject=self.subject,
+                                confidence=confidence, tags=tags[:3], valid_from=None,
+                                person=person, relation=relation)  # fmt: skip
 
 
-Builder = Callable[[Match, Ctx], list[Item]]
+Builder = Callable[[Match, Ctx], Sequence[Item]]
 
 
 def optional_group(match: Match, group: str) -> str | None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
+from shared.extraction.offline.items import Item, PreferenceItem, Sentiment
 from shared.extraction.offline.lexicon import (
     CHAT_VERBS,
     HAVE_NOUNS,
     PETS,
     TASK_WORDS,
     Ctx,
-    Item,
     Match,
     clean,
     items_of,
@@ -31,9 +31,7 @@ def diet(match: Match, ctx: Ctx) -> list[Item]:
     value = match["value"].lower()
     when, day = past_date(ctx, since=True)
     content = f"{ctx.who} has been {value}{when}" if when else f"{ctx.who} is {value}"
-    return [
-        ctx.item("fact", content, ["food", "diet"], attribute="diet", value=value, valid_from=day)
-    ]
+    return [ctx.fact(content, ["food", "diet"], attribute="diet", value=value, valid_from=day)]
 
 
 def health(match: Match, ctx: Ctx) -> list[Item]:
@@ -53,7 +51,7 @@ def health(match: Match, ctx: Ctx) -> list[Item]:
         )
     else:
         content, attribute = f"{ctx.who} has {value}", "condition"
-    return [ctx.item("fact", content, ["health"], attribute=attribute, value=value)]
+    return [ctx.fact(content, ["health"], attribute=attribute, value=value)]
 
 
 _HAVE_VERBS = {
@@ -95,15 +93,15 @@ def have(match: Match, ctx: Ctx) -> list[Item]:
         # how many: one value, so "two kids, not three" replaces "three kids"
         number = count[1].lower()
         return [
-            ctx.item("fact", content, [tag], attribute="number_of_children", value=number),
+            ctx.fact(content, [tag], attribute="number_of_children", value=number),
             *pets,
         ]
-    return [ctx.item("fact", content, [tag], value=value, valid_from=day), *pets]
+    return [ctx.fact(content, [tag], value=value, valid_from=day), *pets]
 
 
 def drive(match: Match, ctx: Ctx) -> list[Item]:
     car = clean(match["value"])
-    return [ctx.item("fact", f"{ctx.who} drives {car}", ["car"], attribute="car", value=car)]
+    return [ctx.fact(f"{ctx.who} drives {car}", ["car"], attribute="car", value=car)]
 
 
 def play(match: Match, ctx: Ctx) -> list[Item]:
@@ -118,7 +116,7 @@ def play(match: Match, ctx: Ctx) -> list[Item]:
     if verb != "play" and (len(value.split()) > 3 or value.split()[0].lower() in _NOT_PASTIMES):
         return []  # "I do the dishes", "I do my best": no pastime
     shown = {"play": "plays", "do": "does"}.get(verb, "practises")
-    return [ctx.item("fact", f"{ctx.who} {shown} {value}", ["hobby"], value=value)]
+    return [ctx.fact(f"{ctx.who} {shown} {value}", ["hobby"], value=value)]
 
 
 _NOT_PASTIMES = words("the my their a an it that this what some any nothing everything")
@@ -132,8 +130,7 @@ def favorite(match: Match, ctx: Ctx) -> list[Item]:
     if not thing or points_elsewhere(value):
         return []
     return [
-        ctx.item(
-            "preference",
+        ctx.preference(
             f"{ctx.possessive_start} favorite {thing} {match['be'].lower()} {value}",
             ["preferences", *keyword(thing)],
             topic=f"favorite_{snake(thing)}",
@@ -143,9 +140,11 @@ def favorite(match: Match, ctx: Ctx) -> list[Item]:
     ]
 
 
-def _preference(ctx: Ctx, content: str, value: str, topic: str, sentiment: str) -> Item:
+def _preference(
+    ctx: Ctx, content: str, value: str, topic: str, sentiment: Sentiment
+) -> PreferenceItem:
     tags = ["preferences", *keyword(value)]
-    return ctx.item("preference", content, tags, topic=topic, sentiment=sentiment, value=value)
+    return ctx.preference(content, tags, topic=topic, sentiment=sentiment, value=value)
 
 
 def is_my(match: Match, ctx: Ctx) -> list[Item]:
@@ -192,10 +191,12 @@ _ASIDE = re.compile(
 _AGAIN = re.compile(r"\s+(?:again|once more|all over again)$", re.I)
 
 
-def likes(match: Match, ctx: Ctx, sentiment: str, *, verb: str | None = None) -> list[Item]:
+def likes(
+    match: Match, ctx: Ctx, sentiment: Sentiment, *, verb: str | None = None
+) -> list[PreferenceItem]:
     """One preference per liked thing in the match's `value`; `verb` as said in the content
     (default: the match's own verb in the third person)."""
-    out = []
+    out: list[PreferenceItem] = []
     # "Paris in summer" is not a date fact: the date phrase goes back into the value
     said = match["value"] + (f" {ctx.date.raw}" if ctx.date else "")
     for item in items_of(clean(said)):
@@ -208,8 +209,7 @@ def likes(match: Match, ctx: Ctx, sentiment: str, *, verb: str | None = None) ->
         ):
             continue
         out.append(
-            ctx.item(
-                "preference",
+            ctx.preference(
                 f"{ctx.who} {verb or _third_verb(match['verb'])} {value}",
                 ["preferences", *keyword(value)],
                 topic=snake(value),
@@ -220,18 +220,18 @@ def likes(match: Match, ctx: Ctx, sentiment: str, *, verb: str | None = None) ->
     return out
 
 
-def positive(match: Match, ctx: Ctx) -> list[Item]:
+def positive(match: Match, ctx: Ctx) -> list[PreferenceItem]:
     return likes(match, ctx, "likes")
 
 
-def negative(match: Match, ctx: Ctx) -> list[Item]:
+def negative(match: Match, ctx: Ctx) -> list[PreferenceItem]:
     return likes(match, ctx, "avoids" if match["verb"].lower() == "avoid" else "dislikes")
 
 
 _NOT_LIKE = {"fan of": "is not a fan of", "into": "is not into", "keen on": "is not keen on"}
 
 
-def not_like(match: Match, ctx: Ctx) -> list[Item]:
+def not_like(match: Match, ctx: Ctx) -> list[PreferenceItem]:
     out = likes(match, ctx, "dislikes")
     base = match["base"].lower()
     for item in out:  # "Ana does not like X", however the negation was put
@@ -245,8 +245,7 @@ def not_eat(match: Match, ctx: Ctx) -> list[Item]:
     if points_elsewhere(value):
         return []
     return [
-        ctx.item(
-            "preference",
+        ctx.preference(
             f"{ctx.who} does not {verb} {value}",
             ["food", "diet"],
             topic=snake(value),
@@ -316,8 +315,7 @@ def decision(match: Match, ctx: Ctx) -> list[Item]:
     when, day = past_date(ctx)
     content = f"{ctx.who} {_DECISION_VERBS.get(verb, verb)} {text}{when}{because}"
     return [
-        ctx.item(
-            "decision",
+        ctx.decision(
             content,
             ["decision", *keyword(topic.replace("_", " "))],
             topic=topic,
@@ -383,8 +381,7 @@ def goal(match: Match, ctx: Ctx) -> list[Item]:
     else:
         content = f"{ctx.who} {_third_verb(verb)} {wanted}{when_suffix(when)}"
     return [
-        ctx.item(
-            "goal",
+        ctx.goal(
             content,
             ["goals", *keyword(aim)],
             conf=_GOAL_CONF.get(verb, 0.9),

@@ -13,11 +13,11 @@ import re
 from dataclasses import replace
 
 from shared.extraction.offline.dates import find_date
+from shared.extraction.offline.items import Item
 from shared.extraction.offline.lexicon import (
     NAME,
     NOT_NAMES,
     Ctx,
-    Item,
     Match,
     article,
     past_date,
@@ -102,7 +102,7 @@ def pets_in(text: str, verb: str, ctx: Ctx) -> tuple[list[Item], str]:
 
 
 def pet_item(ctx: Ctx, content: str, value: str, day: dt.date | None = None) -> Item:
-    return ctx.item("fact", content, ["pets"], attribute="pet", value=value, valid_from=day)
+    return ctx.fact(content, ["pets"], attribute="pet", value=value, valid_from=day)
 
 
 def named_pet(match: Match, ctx: Ctx) -> list[Item]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from shared.extraction.offline.items import Item
 from shared.extraction.offline.lexicon import (
     DEMONYMS,
     JOB_SUFFIXES,
@@ -13,7 +14,6 @@ from shared.extraction.offline.lexicon import (
     NOT_NAMES,
     RELATIONS,
     Ctx,
-    Item,
     Match,
     article,
     clean,
@@ -279,7 +279,7 @@ def industry(match: Match, ctx: Ctx) -> list[Item]:
 
 def remote(match: Match, ctx: Ctx) -> list[Item]:
     content = f"{ctx.who} works remotely"
-    return [ctx.item("fact", content, ["work"], attribute="work_arrangement", value="remote")]
+    return [ctx.fact(content, ["work"], attribute="work_arrangement", value="remote")]
 
 
 def study(match: Match, ctx: Ctx) -> list[Item]:
@@ -287,7 +287,7 @@ def study(match: Match, ctx: Ctx) -> list[Item]:
     if not field or field.split()[0].lower() in ("for", "with", "at", "hard", "a", "it"):
         return []
     content = f"{ctx.who} studies {field}"
-    out = [ctx.item("fact", content, ["education"], attribute="field_of_study", value=field)]
+    out: list[Item] = [ctx.fact(content, ["education"], attribute="field_of_study", value=field)]
     if school := _employer(optional_group(match, "org")):
         out += ctx.identity("school", school, f"{ctx.who} studies at {school}", "education")
     return out
@@ -358,7 +358,7 @@ def _relation(ctx: Ctx, said: str, name: str, mod: str, rest: str) -> list[Item]
     shown = kind if kind in ("spouse", "partner") else f"{mod}{kind}"
     area = "work" if kind in _WORK_RELATIONS else "family" if kind in _FAMILY else "friends"
     content = f"{ctx.possessive_start} {shown} " + (f"{person} {rest}" if rest else f"is {person}")
-    out = [ctx.item("relationship", content, [area, "people"], person=person, relation=kind)]
+    out: list[Item] = [ctx.relationship(content, [area, "people"], person=person, relation=kind)]
     if status:
         out += ctx.identity("relationship_status", status, f"{ctx.who} is {status}", "family")
     return out
@@ -368,4 +368,4 @@ def pet(match: Match, ctx: Ctx) -> list[Item]:
     if match["name"].split()[0].lower() in NOT_NAMES:
         return []
     value = f"a {match['pet'].lower()} named {match['name']}"
-    return [ctx.item("fact", f"{ctx.who} has {value}", ["pets"], value=value)]
+    return [ctx.fact(f"{ctx.who} has {value}", ["pets"], value=value)]
