@@ -147,11 +147,15 @@ class Rule:
     pattern: re.Pattern[str]
     build: Builder  # returns [] when the match turns out not to be its kind of statement
     negated: bool  # True: the pattern states the negation itself ("I don't like X")
+    # What the rule exists for, as the rules receive it (one clause, contractions spelled
+    # out: "I am", "do not"; no date phrase): tests/extraction/offline/test_rules.py checks
+    # that this rule builds each one and that no rule tried before it does.
+    examples: tuple[str, ...]
 
 
-def rule(build: Builder, *parts: str, negated: bool = False) -> Rule:
+def rule(build: Builder, *parts: str, examples: tuple[str, ...], negated: bool = False) -> Rule:
     """A rule from a pattern written in parts (joined), matched case-insensitively."""
-    return Rule(re.compile("".join(parts), re.I), build, negated)
+    return Rule(re.compile("".join(parts), re.I), build, negated, examples)
 
 
 def words(text: str) -> frozenset[str]:
