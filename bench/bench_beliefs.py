@@ -14,7 +14,7 @@ should hold once the last message is processed:
   the end, e.g. the employer after "I just quit Siemens" (stale beliefs), with `ended_by`
   giving, per entry, the index of the message that ends (or corrects) it;
 - `accept` (optional): facts tolerated in the active set but not required.
-Each fact is a list of keys matched as in bench/bench_offline_facts.py (`normalise`,
+Each fact is a list of keys matched as in shared/extraction/scoring.py (`normalise`,
 `key_matches`: case-folded, a key matches where one of its `|` alternatives starts a word;
 the fact matches when its content holds every key). A key starting with `!` is negative:
 the fact must hold none of its alternatives. So ["siemens", "!quit|left|former"] is the
@@ -76,10 +76,10 @@ from pathlib import Path
 from sqlmodel import Session, select
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
-from bench.bench_offline_facts import entry_matches, key_matches, normalise
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Tenant
+from shared.extraction.scoring import entry_matches, key_matches, normalise
 from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
 from shared.memory.models import MemoryPublic
