@@ -1,6 +1,6 @@
 """A test run killed from outside leaves no process of its tests running (tests.processes).
 
-A pytest of its own runs a test that starts a real `tiermem serve` (tests.conftest's
+A pytest of its own runs a test that starts a real `tiermem serve` (tests.factories'
 `tiermem_serve`), a child that starts a grandchild, and a child started from a worker
 thread (which gets no parent-death signal: only the reaper stops it); once they all run,
 that pytest is killed with SIGKILL, alone or with its whole process group, as the OOM
@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from tests import processes
-from tests.conftest import wait_for
+from tests.factories import wait_for
 
 INNER = textwrap.dedent(
     """
     import os, sys, threading, time
     from pathlib import Path
     from tests import processes
-    from tests.conftest import tiermem_serve
+    from tests.factories import tiermem_serve
 
     SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
     PARENT = [sys.executable, "-c",

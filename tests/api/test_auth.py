@@ -23,7 +23,7 @@ from shared.db.models import ApiKey, utcnow
 from shared.records.tenancy import KeyCache
 from shared.runtime import Runtime
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, APP_KEY, wait_job
+from tests.factories import ADMIN_KEY, APP_KEY, wait_job
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MEMORIES = "/v1/users/ana/memories"

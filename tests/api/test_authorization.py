@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, wait_job
+from tests.factories import ADMIN_KEY, wait_job
 
 OPERATOR = {"Authorization": f"Bearer {ADMIN_KEY}"}
 ROLES = ("app_a", "admin_a", "operator")

@@ -20,7 +20,7 @@ from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
 from shared.flows.extract_turn import run_extraction
 from shared.runtime import Runtime
 from tests import factories as f
-from tests.conftest import APP_KEY, make_settings
+from tests.factories import APP_KEY, make_settings
 
 LIMIT = 200  # TIERMEM_EXTRACTION__MAX_MESSAGE_CHARS for this module
 TABLES = (Message, ExtractionRun, Fact, User, ChatSession)

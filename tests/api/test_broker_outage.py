@@ -15,7 +15,7 @@ from services.api.main import create_app
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun
 from shared.runtime import Runtime
-from tests.conftest import ADMIN_KEY, APP_KEY, make_settings
+from tests.factories import ADMIN_KEY, APP_KEY, make_settings
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 DEAD_BROKER = "redis://127.0.0.1:9/0"  # the discard port: nothing listens there

@@ -17,7 +17,7 @@ from shared.flows.chat_turn import start_chat_stream
 from shared.records.ingest import NewMessage
 from shared.runtime import Runtime
 from tests import factories as f
-from tests.conftest import APP_KEY, make_settings, wait_job
+from tests.factories import APP_KEY, make_settings, wait_job
 from tests.scripted_llm import ScriptedLLM
 
 BERLIN = f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.compression.helpers import text_of
-from tests.conftest import make_settings, wait_for
+from tests.factories import make_settings, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 LIMIT = 2000  # a small model: trigger at 1400 tokens of history, target 1000

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from services.api.main import create_app
 from shared.runtime import Runtime
-from tests.conftest import APP_KEY, forget_finished_apps
+from tests.factories import APP_KEY, forget_finished_apps
 
 
 def _tracked(obj: object) -> bool:

@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 
 from shared.db.models import User
 from shared.runtime import Runtime
-from tests.conftest import make_settings, wait_job
+from tests.factories import make_settings, wait_job
 from tests.memory.history_corpus import (
     OTHER_SESSIONS,
     OTHER_USER,

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests import processes
-from tests.conftest import ADMIN_KEY, APP_KEY, tiermem_serve
+from tests.factories import ADMIN_KEY, APP_KEY, tiermem_serve
 from tests.scripted_llm import ScriptedLLM
 
 HERE = Path(__file__).resolve().parent

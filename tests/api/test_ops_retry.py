@@ -9,7 +9,7 @@ from sqlmodel import Session, col
 
 from shared.db.models import ExtractionRun
 from shared.runtime import Runtime
-from tests.conftest import ADMIN_KEY, wait_for
+from tests.factories import ADMIN_KEY, wait_for
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, make_settings, wait_for
+from tests.factories import ADMIN_KEY, make_settings, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from services.api.main import create_app
 from shared.db.migrate import upgrade_to_head
 from shared.runtime import Runtime
-from tests.conftest import ADMIN_KEY, APP_KEY, fresh_pg_database, make_settings
+from tests.factories import ADMIN_KEY, APP_KEY, fresh_pg_database, make_settings
 
 JSON = {"content-type": "application/json"}
 DATABASES = ["sqlite", "postgres"]

@@ -16,7 +16,7 @@ from shared.db.models import ExtractionRun, Fact, Message
 from shared.ops.queues import OpsSnapshot
 from shared.runtime import Runtime
 from tests import factories as f
-from tests.conftest import ADMIN_KEY, make_settings, wait_job
+from tests.factories import ADMIN_KEY, make_settings, wait_job
 from tests.scripted_llm import ScriptedLLM
 
 

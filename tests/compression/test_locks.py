@@ -11,7 +11,7 @@ import pytest
 from shared.compression.locks import CompressionBusy
 from shared.locks import LocalLocks
 from shared.runtime import Runtime
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 
 def test_the_local_lock_table_keeps_only_the_sessions_held_or_waited_for(tmp_path: Path) -> None:

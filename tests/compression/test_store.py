@@ -23,7 +23,7 @@ from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
 from tests.compression.helpers import DECISION, WellBehaved, text_of
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 LIMIT = {"context_limit_tokens": 2000}
 

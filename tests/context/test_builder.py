@@ -19,7 +19,7 @@ from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 TURNS = [
     ("s-old", "I live in Berlin and I work as a nurse.", "Good to know."),

@@ -23,7 +23,7 @@ from shared.records.tenancy import get_tenant_by_name
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint
 from tests import factories as f
-from tests.conftest import ADMIN_KEY
+from tests.factories import ADMIN_KEY
 
 OPERATOR = {"Authorization": f"Bearer {ADMIN_KEY}"}
 DAY = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)

@@ -24,7 +24,7 @@ from shared.flows.store_turn import TurnWriter
 from shared.records.ingest import IngestRequest, IngestResult, NewMessage, ingest_batch
 from shared.records.tenancy import create_tenant
 from shared.runtime import Runtime
-from tests.conftest import fresh_pg_database, make_settings
+from tests.factories import fresh_pg_database, make_settings
 
 
 def _runtime(settings: Settings) -> tuple[Runtime, str]:

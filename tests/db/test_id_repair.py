@@ -18,7 +18,7 @@ from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
 from tests import processes
-from tests.conftest import APP_KEY, make_settings, tiermem_env
+from tests.factories import APP_KEY, make_settings, tiermem_env
 
 
 def store_raw(runtime: Runtime, user: str, chat: str, external_id: str | None = None) -> None:

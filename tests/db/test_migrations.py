@@ -14,7 +14,7 @@ from sqlmodel import SQLModel
 import shared.db.models  # noqa: F401  (registers the tables)
 from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 
 def _ours(diff: Any) -> bool:

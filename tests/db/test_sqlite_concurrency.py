@@ -26,7 +26,7 @@ from shared.db.engine import (
     read_only,
 )
 from tests import processes
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 THREADS = 16
 counter = Table(
@@ -155,7 +155,7 @@ from shared.db.engine import (
     make_engine,
     read_only,
 )
-from tests.conftest import make_settings
+from tests.factories import make_settings
 from pathlib import Path
 engine = make_engine(make_settings(Path(sys.argv[1]), database={"busy_timeout_ms": 300}))
 try:

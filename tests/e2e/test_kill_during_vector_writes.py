@@ -28,8 +28,8 @@ from shared.db.engine import make_engine
 from shared.db.models import ExtractionRun, Fact, Message, User
 from shared.memory.history.indexing import is_indexable
 from shared.runtime import Runtime
-from tests.conftest import make_settings, start_process, tiermem_env, wait_for
 from tests.e2e.test_processes import HEADERS, free_port
+from tests.factories import make_settings, start_process, tiermem_env, wait_for
 
 pytestmark = pytest.mark.slow
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))

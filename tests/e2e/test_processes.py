@@ -29,7 +29,7 @@ from shared.vectors.folder_owner import read_owner
 from shared.vectors.scope import MESSAGES_SUFFIX
 from tests import factories as f
 from tests import processes
-from tests.conftest import (
+from tests.factories import (
     ADMIN_KEY,
     APP_KEY,
     free_port,

@@ -12,7 +12,7 @@ from shared.db.engine import make_engine
 from shared.db.migrate import upgrade_to_head
 from shared.ops import prometheus
 from shared.ops.vectors import VectorStats
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\btiermem_[a-z_]+")

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from tests import processes
-from tests.conftest import ADMIN_KEY, APP_KEY, TIERMEM, free_port, tiermem_serve
+from tests.factories import ADMIN_KEY, APP_KEY, TIERMEM, free_port, tiermem_serve
 
 TOOLS = {
     "search_memories",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiermem_serve
+from tests.factories import tiermem_serve
 
 # mem0ai writes ~/.mem0 at import and sends telemetry (PostHog) unless told otherwise
 # (mem0/memory/setup.py, mem0/memory/telemetry.py); both are read once, at its import, so

@@ -17,7 +17,7 @@ from shared.config import Settings
 from shared.db.models import Fact
 from shared.runtime import Runtime
 from tests import processes
-from tests.conftest import tiermem_env
+from tests.factories import tiermem_env
 from tests.scripted_llm import ScriptedLLM
 
 pytest.importorskip("mem0", reason="mem0ai is the `mem0` extra: pip install -e '.[mem0]'")

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import APP_KEY
+from tests.factories import APP_KEY
 
 pytest.importorskip("mem0", reason="mem0ai is the `mem0` extra: pip install -e '.[mem0]'")
 

@@ -35,7 +35,7 @@ from shared.vectors.base import SHARED_HNSW
 from shared.vectors.scope import USER_FIELD, layout_of
 from tests import factories as f
 from tests import processes
-from tests.conftest import APP_KEY, make_settings, tiermem_env
+from tests.factories import APP_KEY, make_settings, tiermem_env
 
 SAID = {"ana": "I live in Lisbon and I love jazz.", "bo": "I work as a pilot and I have a dog."}
 

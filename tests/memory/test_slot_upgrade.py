@@ -14,7 +14,7 @@ from shared.db.migrate import upgrade_to_head
 from shared.db.models import Fact, User
 from shared.memory.slot_upgrade import recompute_slots
 from shared.records.tenancy import create_tenant
-from tests.conftest import make_settings
+from tests.factories import make_settings
 
 DAY = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 

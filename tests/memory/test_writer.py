@@ -36,7 +36,7 @@ from shared.runtime import Runtime
 from shared.vectors import VectorPoint
 from shared.vectors.scope import Layout, UserVectors, layout_of
 from tests import factories as f
-from tests.conftest import make_settings
+from tests.factories import make_settings
 from tests.scripted_llm import ScriptedLLM
 
 DAY1 = dt.datetime(2024, 5, 1, 9, 0, tzinfo=dt.UTC)

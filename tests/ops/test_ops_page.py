@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from tests import processes
-from tests.conftest import ADMIN_KEY
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
     Stack,
     script_distinct_facts,
@@ -20,6 +19,7 @@ from tests.e2e.test_processes import (  # the fixtures are shared with the e2e t
     stack_fixture,  # noqa: F401
     turn_text,
 )
+from tests.factories import ADMIN_KEY
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow

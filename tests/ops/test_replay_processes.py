@@ -17,13 +17,13 @@ import pytest
 
 from tests import factories as f
 from tests import processes
-from tests.conftest import ADMIN_KEY, wait_for
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
     TIERMEM,
     Stack,
     stack_env_fixture,  # noqa: F401
     stack_fixture,  # noqa: F401
 )
+from tests.factories import ADMIN_KEY, wait_for
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow

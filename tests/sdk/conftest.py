@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import tiermem_serve
+from tests.factories import tiermem_serve
 from tests.scripted_llm import ScriptedLLM
 
 

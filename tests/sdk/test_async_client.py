@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.conftest import ADMIN_KEY, APP_KEY
-from tests.factories import new_id
+from tests.factories import ADMIN_KEY, APP_KEY, new_id
 from tests.scripted_llm import ScriptedLLM
 from tiermem import AsyncClient, Forbidden, NotFound, Unauthorized, ValidationFailed
 

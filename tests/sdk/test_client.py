@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import ADMIN_KEY, APP_KEY
-from tests.factories import new_id
+from tests.factories import ADMIN_KEY, APP_KEY, new_id
 from tests.scripted_llm import ScriptedLLM
 from tiermem import Client, Forbidden, NotFound, Unauthorized, ValidationFailed
 from tiermem.models import MessageIn

@@ -17,7 +17,7 @@ from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.sparse import document_terms, query_terms
 from tests import factories as f
 from tests import processes
-from tests.conftest import make_settings, tiermem_env
+from tests.factories import make_settings, tiermem_env
 from tests.memory.test_layouts import api
 
 

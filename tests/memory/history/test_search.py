@@ -34,7 +34,7 @@ from shared.memory.models import MessageHit
 from shared.records.models import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
 from shared.runtime import Runtime
-from tests.conftest import make_settings
+from tests.factories import make_settings
 from tests.memory.history_corpus import OTHER_SESSIONS, OTHER_USER, SESSIONS, USER, transcript
 
 PET_MESSAGE = "My dog Rex chewed the sofa while we were out."
