@@ -1,8 +1,9 @@
 """The labelled rule-based extractor used when no LLM is configured.
 
-"offline-2" added events and activities ("I went to a support group yesterday") to the
-profile rules of "offline-1": replay with it (`POST /v1/ops/replay`) to extract them from
-sessions stored before.
+It splits the user's message into sentences and clauses, spells out contractions, takes
+hedges, conditions and dates off each clause, and hands it to the rule tables
+(rules.py, endings.py); `VERSION` names the rules' generation, so a replay
+(`POST /v1/ops/replay`) can extract again what an older one left out.
 """
 
 from __future__ import annotations

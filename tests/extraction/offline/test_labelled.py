@@ -15,8 +15,8 @@ from shared.extraction.scoring import Tally, load, score
 
 DATA = Path(__file__).resolve().parents[3] / "bench" / "data" / "offline_facts.jsonl"
 
-# Measured at offline-2: precision .925 (.967 with dates ignored), recall .658 (offline-1:
-# .927 / .230); the floors leave room for a message or two, not for a new kind of junk.
+# Below the measured numbers (docs/benchmarks.md) by a message or two, not by a new kind
+# of junk.
 MIN_PRECISION_NO_DATES = 0.94
 MIN_RECALL = 0.60
 MAX_MESSAGES_WITH_JUNK = {"nothing": 3, "event": 5}
