@@ -176,7 +176,8 @@ class ExtractionRun(SQLModel, table=True):
     session_id: str = Field(foreign_key="chat_sessions.id")
     message_id: str = Field(foreign_key="messages.id", index=True)  # the user's message
     reply_message_id: str | None = Field(default=None, max_length=36)
-    # pending running retrying done skipped dropped (items returned, none kept) failed staged
+    # pending running retrying done skipped dropped (items returned, none kept) failed staged;
+    # waiting: stored, its extraction waits to be batched with the session's next turns
     status: str = Field(default="pending", max_length=16)
     attempts: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
@@ -219,6 +220,11 @@ class ExtractionRun(SQLModel, table=True):
     # The Celery worker (node name) that claimed the run last: ops compares it with the
     # live heartbeats to tell a running run from one whose worker died (orphaned).
     worker: str | None = Field(default=None, max_length=255)
+    # Set when the run was extracted together with other turns of its session (ADR 0024):
+    # the runs claimed together share batch_id; batch_size is how many turns its LLM call
+    # read (its prompt and completion tokens are this run's share of that call's).
+    batch_id: str | None = Field(default=None, max_length=36)
+    batch_size: int | None = None
 
 
 class ReplayJob(SQLModel, table=True):
