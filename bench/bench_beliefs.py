@@ -72,6 +72,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, select
 
@@ -270,8 +271,14 @@ def run_stats(session: Session, user_id: str) -> RunStats:
 
 
 def make_runtime(
-    folder: Path, llm_base_url: str | None, model: str | None = None
+    folder: Path,
+    llm_base_url: str | None,
+    model: str | None = None,
+    *,
+    llm: dict[str, Any] | None = None,
+    extraction: dict[str, Any] | None = None,
 ) -> tuple[Runtime, str]:
+    """`llm` and `extraction`: settings over the defaults (bench_llm_cost's batches)."""
     # A real model on a CPU takes seconds a turn, far past the default timeout.
     real = {"model": model, "timeout_s": 600} if model else {}
     settings = Settings(
@@ -280,7 +287,8 @@ def make_runtime(
         database_url=None,
         redis_url=None,
         qdrant={"in_memory": True},
-        llm={"base_url": llm_base_url, **real},
+        llm={"base_url": llm_base_url, **real, **(llm or {})},
+        extraction=extraction or {},
     )
     upgrade_to_head(settings)
     runtime = Runtime(settings)
@@ -680,9 +688,14 @@ def report(
 
 
 @contextlib.contextmanager
-def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | None, str]]:
+def extractor_endpoint(
+    kind: str, model: str = "local", *, like_llama_cpp: bool = False
+) -> Iterator[tuple[str | None, str]]:
     """(the LLM base URL or None, what the report calls the extractor). `kind` is offline,
-    scripted, or the URL of a real OpenAI-compatible server (bench/real_llm.py starts one)."""
+    scripted, or the URL of a real OpenAI-compatible server (bench/real_llm.py starts one).
+    `like_llama_cpp`: the scripted server refuses json_schema as llama-cpp-python's does, so
+    calls carry the schema as they do behind it (json_object+schema, the schema in the
+    prompt too)."""
     if kind == "offline":
         yield None, "the offline rule-based extractor (no LLM configured)"
         return
@@ -692,6 +705,8 @@ def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | 
     from tests.scripted_llm import ScriptedLLM
 
     llm = ScriptedLLM(offline_facts=True).start()
+    if like_llama_cpp:
+        llm.reject_json_schema(500)
     try:
         yield (
             llm.base_url,
@@ -699,6 +714,7 @@ def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | 
                 "the LLM path against the scripted OpenAI-compatible server "
                 "(tests/scripted_llm.py, in-process), which answers each turn with the facts "
                 "the offline rules find in it"
+                + (", refusing json_schema as llama-cpp-python's server does" * like_llama_cpp)
             ),
         )
     finally:
