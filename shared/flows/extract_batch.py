@@ -83,6 +83,10 @@ def _extract(
         results = _results(runtime, turns)
     except (TransientError, Unavailable, PermanentError) as exc:
         return _fail_all(runtime, runs, exc, last_attempt=last_attempt)
+    except OperationalError as exc:  # database locked / connection dropped: retried
+        for run in runs:
+            record_error(runtime, run.id, f"database: {exc.orig}", final=last_attempt)
+        raise TransientError(f"database error: {exc.orig}") from exc
     except Exception as exc:
         for run in runs:  # a bug: fail visibly, as one run does (extract_turn.guarded)
             record_error(runtime, run.id, f"{type(exc).__name__}: {exc}", final=True)

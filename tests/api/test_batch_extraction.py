@@ -3,15 +3,17 @@ embedded Celery worker (what `tiermem serve` runs) and the scripted LLM server."
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from sqlmodel import Session, select
 
-from shared.db.models import ExtractionRun
+from shared.db.models import ExtractionRun, utcnow
 from shared.flows.extract_batch import collect_session
 from shared.runtime import Runtime
 from tests import factories as f
@@ -197,3 +199,23 @@ def test_a_turn_whose_items_are_all_dropped_ends_dropped_and_the_other_done(
     with Session(runtime.engine) as session:
         runs = session.exec(select(ExtractionRun)).all()
         assert {r.batch_id for r in runs} == {first["batch_id"]}
+
+
+def test_turns_whose_check_was_lost_are_found_by_the_sweeper(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime, embedded_worker: Any
+) -> None:
+    """The broker lost the session's check (the countdown was an hour): the outbox sweeper
+    sends the waiting turns again, and they send their session's check, now due."""
+    scripted_llm.script("Arup", f.facts({"turn": 1, **FACTS[0]}, {"turn": 2, **FACTS[1]}))
+    ids = [post_turn(client, text) for text in TURNS[:2]]
+    wait_for(lambda: all(status(client, j) == "waiting" for j in ids), what="waiting runs")
+    assert embedded_worker.sweep(pending_now=True) == 0  # waiting, and not for long
+    before = utcnow() - dt.timedelta(minutes=5)
+    with Session(runtime.engine) as session:
+        session.execute(update(ExtractionRun).values(created_at=before, updated_at=before))
+        session.commit()
+
+    assert embedded_worker.sweep(pending_now=True) == 2
+    jobs = [wait_job(client, job) for job in ids]
+    assert [(j["status"], j["facts_added"], j["batch_size"]) for j in jobs] == [("done", 1, 2)] * 2
+    assert len(scripted_llm.chat_requests()) == 1
