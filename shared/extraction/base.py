@@ -100,11 +100,12 @@ def validate_items(
     max_facts: int,
     min_confidence: float,
     subject: str | None = None,
-    reject: Callable[[TypedFact], str | None] | None = None,
+    review: Callable[[TypedFact], TypedFact | str] | None = None,
 ) -> Validated:
     """Repair, then validate raw items against the six schemas; keep the `max_facts` most
-    confident. `subject` (the person the request names) is set on every item; `reject`
-    says why a valid item is still not kept (shared.extraction.checks), or None."""
+    confident. `subject` (the person the request names) is set on every item; `review`
+    returns the valid item to keep (rewritten counts as repaired) or why it is still not
+    kept (shared.extraction.checks)."""
     out = Validated(facts=[])
     valid: list[tuple[TypedFact, bool]] = []
     for raw in items:
@@ -117,10 +118,14 @@ def validate_items(
             out.reasons.append(f"{loc}: {first['msg']}")
             out.dropped_invalid += 1
             continue
-        if reject is not None and (why := reject(fact)) is not None:
-            out.reasons.append(why)
-            out.dropped_invalid += 1
-            continue
+        if review is not None:
+            reviewed = review(fact)
+            if isinstance(reviewed, str):
+                out.reasons.append(reviewed)
+                out.dropped_invalid += 1
+                continue
+            if reviewed is not fact:
+                fact, changes = reviewed, [*changes, "content"]
         if fact.confidence < min_confidence:
             out.reasons.append(f"confidence {fact.confidence:.2f} below {min_confidence:.2f}")
             out.dropped_low_confidence += 1

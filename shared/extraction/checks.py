@@ -4,8 +4,10 @@ the person's own statement.
 Small models (Qwen2.5-1.5B on casual chat, issue 25) write the message back in the first
 person ("I'm Dan's brother."), write down the assistant's words ("Two years of you stealing
 my hoodies…"), and copy the prompt's examples into facts about someone else
-("Grace drives a 2019 Honda Civic."). Each of these is dropped with its reason, counted
-like any invalid item, so a reply of nothing else ends `dropped`, never a quiet `done`.
+("Grace drives a 2019 Honda Civic."). A statement of the person's in the first person is
+put in the third person ("Tom is Dan's brother.") and counted as repaired; the assistant's
+words, questions and copied examples are dropped with their reason, counted like any
+invalid item, so a reply of nothing else ends `dropped`, never a quiet `done`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,41 @@ from shared.extraction.schemas import TypedFact, core_words
 _FIRST_PERSON = re.compile(
     r"(?<![\w'’])(?:I|I['’](?:m|ve|d|ll)|my|me|mine|myself)(?![\w'’])|^(?:My|Myself)\b"
 )
+# The assistant speaking: "you"/"your" in a fact is its words, not the person's statement.
+_SECOND_PERSON = re.compile(r"(?<![\w'’])(?:you|your|yours|yourself)(?![\w'’])", re.I)
+# The person as subject, and the word after it when it is the verb (adverbs skipped).
+_SUBJECT_I = re.compile(
+    r"(?<![\w'’])I(?:['’](m|ve|d|ll))?((?:\s+(?:just|really|also|still|never|always|now|"
+    r"finally|actually|usually|only|even|already|recently|\w+ly))*)(?:\s+([a-z]+(?:n['’]t)?))?"
+    r"(?![\w'’])"
+)
+_CONTRACTED = {"m": "is", "ve": "has", "d": "would", "ll": "will"}
+# Verbs whose form after "I" is already right after a name ("Tom can", "Tom went").
+_UNCHANGED = re.compile(
+    r"^(?:can|could|will|would|shall|should|may|might|must|had|did|went|got|met|left|"
+    r"bought|began|took|made|saw|came|became|found|grew|knew|ran|sold|thought|told|won|"
+    r"wrote|broke|drove|fell|felt|gave|kept|lost|paid|quit|said|sent|spent|split|taught|"
+    r"can['’]t|couldn['’]t|won['’]t|wouldn['’]t|shouldn['’]t|didn['’]t|hadn['’]t|[a-z]+ed)$"
+)
+_AGREEMENT = {
+    "am": "is",
+    "was": "was",
+    "were": "was",
+    "have": "has",
+    "do": "does",
+    "go": "goes",
+    "don't": "doesn't",
+    "don’t": "doesn’t",
+    "haven't": "hasn't",
+    "haven’t": "hasn’t",
+    "aren't": "isn't",
+    "aren’t": "isn’t",
+    "weren't": "wasn't",
+    "weren’t": "wasn’t",
+}
+# Lowercase, or first in the sentence, as in _FIRST_PERSON ("My Chemical Romance" stays).
+_OBJECT = re.compile(r"(?<![\w'’])(?:me|myself)(?![\w'’])|^(?:Me|Myself)\b")
+_POSSESSIVE = re.compile(r"(?<![\w'’])(?:my|mine)(?![\w'’])|^(?:My|Mine)\b")
 # Detail fields that hold what a fact is about (not its kind: attribute names, sentiments).
 _VALUE_FIELDS = ("value", "person", "choice")
 
@@ -30,19 +67,57 @@ def first_person(content: str) -> bool:
     return _FIRST_PERSON.search(content) is not None
 
 
-def rejections(turn: TurnInput) -> Callable[[TypedFact], str | None]:
-    """The check for this turn's items: why an item is not the person's own statement, or
-    None to keep it. The conversation's words are read once per turn, not once per item."""
-    said = _padded(_conversation_text(turn))
-
-    def rejection(fact: TypedFact) -> str | None:
-        if first_person(fact.content):
-            return "content in the first person (copied from a message, not a fact about them)"
-        if (example := _copied_example(fact, said)) is not None:
-            return f"copied from the prompt's examples ({example!r} is not in the conversation)"
+def third_person(content: str, name: str) -> str | None:
+    """The person's first-person statement about themselves with their name in its place
+    ("I've had Biscuit since 2019." -> "Tom has had Biscuit since 2019."), or None when it
+    speaks to someone ("you") and so is not their statement about themselves."""
+    if _SECOND_PERSON.search(content):
         return None
 
-    return rejection
+    def subject(match: re.Match[str]) -> str:
+        contraction, adverbs, verb = match.group(1), match.group(2) or "", match.group(3)
+        if contraction:
+            head = f"{name} {_CONTRACTED[contraction]}"
+            return f"{head}{adverbs} {verb}" if verb else head + adverbs
+        return f"{name}{adverbs} {_agree(verb)}" if verb else name + adverbs
+
+    text = _SUBJECT_I.sub(subject, content)
+    text = _POSSESSIVE.sub(f"{name}'s", text)
+    return _OBJECT.sub(name, text)
+
+
+def _agree(verb: str) -> str:
+    """A verb after "I" in the form it takes after a name."""
+    if verb in _AGREEMENT:
+        return _AGREEMENT[verb]
+    if _UNCHANGED.match(verb):
+        return verb
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | str]:
+    """The check for this turn's items: the item to keep (in the third person when the
+    model wrote the person's words back), or why it is not the person's own statement.
+    The conversation's words are read once per turn, not once per item."""
+    said = _padded(_conversation_text(turn))
+
+    def check(fact: TypedFact) -> TypedFact | str:
+        if fact.content.rstrip().endswith("?"):
+            return "a question, not a fact"
+        if (example := _copied_example(fact, said)) is not None:
+            return f"copied from the prompt's examples ({example!r} is not in the conversation)"
+        if first_person(fact.content):
+            content = third_person(fact.content, turn.user_speaker)
+            if content is None:
+                return "the assistant's words (content speaks to 'you'), not a fact about them"
+            return fact.model_copy(update={"content": content})
+        return fact
+
+    return check
 
 
 def _copied_example(fact: TypedFact, said: str) -> str | None:

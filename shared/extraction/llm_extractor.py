@@ -18,7 +18,7 @@ from shared.extraction.batch import (
     share,
     with_turn_numbers,
 )
-from shared.extraction.checks import rejections
+from shared.extraction.checks import review
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import TypedFact, strict_json_schema
@@ -164,7 +164,7 @@ class LLMExtractor:
             max_facts=self.settings.max_facts_per_turn,
             min_confidence=self.settings.min_confidence,
             subject=turn.user_speaker,
-            reject=rejections(turn),
+            review=review(turn),
         )
         if validated.dropped_invalid:
             logger.info(

@@ -16,6 +16,7 @@ import pytest
 from shared.config import ExtractionSettings, LLMSettings
 from shared.errors import PermanentError, TransientError
 from shared.extraction.base import Extractor, TurnInput
+from shared.extraction.checks import third_person
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import strict_json_schema
@@ -602,12 +603,13 @@ def test_a_request_past_the_models_context_says_which_settings_to_lower(
 def test_facts_that_are_not_the_persons_statement_are_dropped_with_the_reason(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
-    """What Qwen2.5-1.5B did on casual chat: the message written back in the first person,
-    and the prompt's own example ("Ana drives a 2019 Honda Civic") filed under this person."""
+    """What Qwen2.5-1.5B did on casual chat: the assistant's words written down, a question
+    written as a fact, and the prompt's own example ("Ana drives a 2019 Honda Civic")
+    filed under this person."""
     items = [
         _fact("identity"),  # "Ana lives in Lisbon." stays
-        _fact("identity", content="I'm Ana.", attribute="name", value="Ana"),
-        _fact("fact", content="Ana's sister Marta is my best friend."),
+        _fact("fact", content="Two years of you stealing my hoodies, Ana."),
+        _fact("fact", content="Does Ana like Lisbon?"),
         _fact("fact", content="Ana drives a 2019 Honda Civic.", attribute="car", value="Civic"),
         _fact(
             "relationship", content="Ana's brother is Marco.", person="Marco", relation="brother"
@@ -617,8 +619,45 @@ def test_facts_that_are_not_the_persons_statement_are_dropped_with_the_reason(
     result = extractor.extract(TURN)
     assert [f.content for f in result.facts] == ["Ana lives in Lisbon."]
     assert result.dropped_invalid == 4 and not result.all_dropped
-    assert sum("first person" in r for r in result.invalid_reasons) == 2
+    assert sum("assistant's words" in r for r in result.invalid_reasons) == 1
+    assert sum("a question" in r for r in result.invalid_reasons) == 1
     assert sum("prompt's examples" in r for r in result.invalid_reasons) == 2
+
+
+def test_the_persons_words_written_back_are_put_in_the_third_person(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """The model wrote the message back ("I'm Dan's brother."): the statement is theirs,
+    so it is kept with their name in place of "I", and counted as repaired."""
+    items = [
+        _fact("fact", content="I've had my cat Biscuit since 2019."),
+        _fact("fact", content="Ana's sister Marta visits me every May."),
+    ]
+    scripted_llm.script("Lisbon", {"facts": items})
+    result = extractor.extract(TURN)
+    assert sorted(f.content for f in result.facts) == [
+        "Ana has had Ana's cat Biscuit since 2019.",
+        "Ana's sister Marta visits Ana every May.",
+    ]
+    assert result.repaired == 2 and result.dropped_invalid == 0
+
+
+@pytest.mark.parametrize(
+    ("said", "written"),
+    [
+        ("I'm Dan's brother.", "Tom is Dan's brother."),
+        ("I really love bouldering.", "Tom really loves bouldering."),
+        ("I study law and my sister visits me.", "Tom studies law and Tom's sister visits Tom."),
+        ("I don't eat meat.", "Tom doesn't eat meat."),
+        ("I quit Tesco in March 2024.", "Tom quit Tesco in March 2024."),
+        ("I can swim.", "Tom can swim."),
+        ("I'd like to move to Spain.", "Tom would like to move to Spain."),
+        ("My cat Mo loves My Chemical Romance.", "Tom's cat Mo loves My Chemical Romance."),
+        ("You said I left Tesco.", None),
+    ],
+)
+def test_third_person(said: str, written: str | None) -> None:
+    assert third_person(said, "Tom") == written
 
 
 def test_an_example_value_the_turn_does_say_is_kept(
@@ -633,6 +672,7 @@ def test_an_example_value_the_turn_does_say_is_kept(
 def test_a_reply_of_copies_only_is_a_dropped_run_not_an_empty_done(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
-    scripted_llm.script("Lisbon", {"facts": [_fact("fact", content="I moved to Lisbon.")]})
+    copy = _fact("fact", content="Ana drives a 2019 Honda Civic.", attribute="car", value="Civic")
+    scripted_llm.script("Lisbon", {"facts": [copy]})
     result = extractor.extract(TURN)
     assert result.facts == [] and result.all_dropped
