@@ -93,7 +93,8 @@ class Message(SQLModel, table=True):
     external_id: str | None = Field(default=None, max_length=128)
     created_at: dt.datetime  # when it was said (client's clock, or arrival)
     received_at: dt.datetime = Field(default_factory=utcnow)
-    # pending → queued for extraction; done / failed / skipped; "none" for replies
+    # pending → queued for extraction; waiting (for its session's batch, ADR 0024);
+    # done / failed / skipped; "none" for replies
     extraction_status: str = Field(default="none", max_length=16)
     run_id: str | None = Field(default=None, max_length=36)
     # When the worker wrote the message into the user's message collection with its sparse

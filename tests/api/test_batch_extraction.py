@@ -219,3 +219,30 @@ def test_turns_whose_check_was_lost_are_found_by_the_sweeper(
     jobs = [wait_job(client, job) for job in ids]
     assert [(j["status"], j["facts_added"], j["batch_size"]) for j in jobs] == [("done", 1, 2)] * 2
     assert len(scripted_llm.chat_requests()) == 1
+
+
+@pytest.mark.parametrize("batching", [{"batch_turns": 2, "batch_quiet_s": 60}])
+def test_a_replay_of_batched_turns_extracts_them_one_call_each(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script("Arup", f.facts({"turn": 1, **FACTS[0]}, {"turn": 2, **FACTS[1]}))
+    ids = [post_turn(client, text) for text in TURNS[:2]]
+    assert [wait_job(client, job)["status"] for job in ids] == ["done", "done"]
+    # The model changed: each turn alone now gives its own fact.
+    scripted_llm.script("Lisbon", f.facts(FACTS[0]))
+    scripted_llm.script("Arup", f.facts(FACTS[1]))
+    tenants = client.get("/v1/admin/tenants", headers=ADMIN).json()
+    tenant = next(t["id"] for t in tenants if t["name"] == "default")
+    body = {"mode": "rebuild", "tenant_id": tenant, "user_ids": ["ana"]}
+    job = client.post("/v1/replay", json=body, headers=ADMIN).json()
+
+    def finished() -> dict[str, Any] | None:
+        now: dict[str, Any] = client.get(f"/v1/replay/{job['id']}", headers=ADMIN).json()
+        return now if now["status"] == "done" else None
+
+    replayed = wait_for(finished, what="the replay")
+    assert (replayed["done"], replayed["failed"]) == (2, 0)
+    requests = scripted_llm.chat_requests()
+    assert len(requests) == 3
+    assert all('<turn n="' not in r["messages"][1]["content"] for r in requests[1:])
+    assert sorted(sources(client)) == sorted(fact["content"] for fact in FACTS[:2])
