@@ -35,13 +35,24 @@ def batching_fixture() -> dict[str, Any]:
     return {"batch_turns": 3, "batch_quiet_s": 60}
 
 
-@pytest.fixture(name="settings")
-def llm_settings(tmp_path: Path, scripted_llm: ScriptedLLM, batching: dict[str, Any]) -> Any:
+@pytest.fixture(
+    name="settings", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def llm_settings(
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,
+    batching: dict[str, Any],
+    request: pytest.FixtureRequest,
+) -> Any:
+    database = (
+        {"database_url": request.getfixturevalue("pg_url")} if request.param == "postgres" else {}
+    )
     return make_settings(
         tmp_path,
         llm={"base_url": scripted_llm.base_url, "timeout_s": 5},
         qdrant={"in_memory": True},
         extraction=batching,
+        **database,
     )
 
 
