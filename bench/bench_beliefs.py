@@ -2,7 +2,7 @@
 changes, endings, negations, corrections, multi-clause sentences, hedges and small talk.
 
     python -m bench.bench_beliefs [--data bench/data/beliefs.jsonl] [--llm offline|scripted]
-                                  [--only ID ...]
+                                  [--only ID ...] [--batch N]
 
 The set (bench/data/beliefs.jsonl, written for this bench, no dataset copied) is one
 conversation per line: one user's messages in order, each with its session date, the user's
@@ -26,7 +26,9 @@ Each message goes through the product path in-process, as a live chat would: one
 transcript line stored by `shared.flows.import_transcripts.import_lines` (what `tiermem
 import` and POST /v1/import run), then `shared.flows.extract_turn.run_extraction` of its
 run (the worker's task: extractor, embeddings, the writer's merge and supersede), before
-the next message.
+the next message. With `--batch N` (the LLM path, ADR 0024) the runs wait and N of a
+conversation's turns are extracted in one call as the Nth is stored; what waits at its end is
+extracted then, before scoring.
 One fresh data folder per run (SQLite, the in-memory vector store, default settings but
 for TIERMEM_* variables in the environment, which still apply); each conversation is its
 own user. The extractor is the offline rules (no LLM configured) or,
@@ -77,11 +79,11 @@ from typing import Any
 from sqlmodel import Session, select
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
+from bench.batched import QUIET_S, TurnExtraction
 from bench.bench_offline_facts import entry_matches, key_matches, normalise
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Tenant
-from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
 from shared.memory.reader import MemoryPublic, list_memories
 from shared.records.ingest import TranscriptLine, find_user
@@ -328,10 +330,15 @@ def import_message(runtime: Runtime, tenant_id: str, conv: Conversation, i: int)
 
 
 def run_conversation(runtime: Runtime, tenant_id: str, conv: Conversation) -> Outcome:
-    skipped = 0
-    for i in range(len(conv.messages)):
-        for run_id in import_message(runtime, tenant_id, conv, i):
-            skipped += run_extraction(runtime, run_id).status == "skipped"
+    # With --batch N the turns wait and N are extracted together; the rest at the end.
+    extraction = TurnExtraction(runtime)
+    outcomes = [
+        outcome
+        for i in range(len(conv.messages))
+        for run_id in import_message(runtime, tenant_id, conv, i)
+        for outcome in extraction.extract(run_id)
+    ]
+    skipped = sum(o.status == "skipped" for o in outcomes + extraction.flush())
     with Session(runtime.engine) as session:
         user = find_user(session=session, tenant_id=tenant_id, user_external_id=conv.id)
         every = list_memories(session=session, user=user, include_superseded=True, limit=1000)
@@ -731,6 +738,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--model", default="local", help="the model name, with --llm URL")
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these conversations")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="TIERMEM_EXTRACTION__BATCH_TURNS: N turns of a conversation in one LLM call",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     kind = args.llm if args.llm in ("offline", "scripted") else "llm"
@@ -748,7 +761,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         tempfile.TemporaryDirectory(prefix="tiermem-beliefs-") as folder,
     ):
         runtime, tenant_id = make_runtime(
-            Path(folder), base_url, args.model if kind == "llm" else None
+            Path(folder),
+            base_url,
+            args.model if kind == "llm" else None,
+            extraction={"batch_turns": args.batch, "batch_quiet_s": QUIET_S},
         )
         try:
             started = time.perf_counter()

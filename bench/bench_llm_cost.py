@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import logging
 import os
 import re
@@ -75,6 +74,7 @@ from pathlib import Path
 from sqlmodel import Session
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
+from bench.batched import QUIET_S, TurnExtraction
 from bench.bench_beliefs import (
     Conversation,
     extractor_endpoint,
@@ -84,22 +84,17 @@ from bench.bench_beliefs import (
     run_stats,
 )
 from bench.token_proxy import Call, TokenProxy
-from shared.db.engine import session_scope
-from shared.db.models import ExtractionRun, utcnow
+from shared.db.models import ExtractionRun
 from shared.errors import DomainError
-from shared.flows.extract_batch import run_batch_extraction
-from shared.flows.extract_turn import RunOutcome, batch_rule, run_extraction
+from shared.flows.extract_turn import RunOutcome
 from shared.memory.reader import list_memories
-from shared.records.batches import claim_due
 from shared.records.ingest import find_user
-from shared.records.runs import WAITING
 from shared.runtime import Runtime
 
 DATA = Path(__file__).parent / "data" / "casual_chat.jsonl"
 PROG = "python -m bench.bench_llm_cost"
 SIDES = ("tiermem", "mem0")
 ERROR_CHARS = 240
-QUIET_S = 3600.0
 _NUMBER = re.compile(r"\d+")
 
 
@@ -175,44 +170,6 @@ class Batching:
         return "tiermem" if self.turns == 1 else f"tiermem, batches of {self.turns}"
 
 
-class _Waiting:
-    """With batching on, the turns whose runs wait for their session's batch: a batch is
-    extracted when it is due (N waiting), and at the end of a conversation, which stands
-    for the session falling quiet; each run's outcome is counted on its own turn."""
-
-    def __init__(self, runtime: Runtime, batching: Batching) -> None:
-        self.runtime, self.rule = runtime, batch_rule(runtime)
-        self.turns: dict[str, TurnCost] = {}
-        self.sessions: set[str] = set()
-
-    def park(self, run_id: str, outcome: RunOutcome, turn: TurnCost) -> None:
-        self.turns[run_id] = turn
-        if outcome.batch_session_id is not None:
-            self.sessions.add(outcome.batch_session_id)
-            if outcome.batch_due_in_s == 0:
-                self.extract(outcome.batch_session_id)
-
-    def extract(self, session_id: str, *, quiet: bool = False) -> None:
-        # As if the quiet time had passed: the end of the conversation.
-        later = utcnow() + dt.timedelta(seconds=self.rule.quiet_s + 1) if quiet else None
-        with session_scope(self.runtime.engine) as session:
-            batches = claim_due(session, session_id=session_id, rule=self.rule, now=later)
-        for run_ids in batches:
-            try:
-                outcomes = run_batch_extraction(self.runtime, run_ids)
-            except DomainError as exc:  # a transient error the worker would retry
-                for run_id in run_ids:
-                    self.turns[run_id].error = _short(f"{type(exc).__name__}: {exc.message}")
-                continue
-            for outcome in outcomes:
-                _count(self.runtime, self.turns.pop(outcome.run_id), outcome)
-
-    def extract_all(self) -> None:
-        for session_id in sorted(self.sessions):
-            self.extract(session_id, quiet=True)
-        self.sessions.clear()
-
-
 def _count(runtime: Runtime, turn: TurnCost, outcome: RunOutcome) -> None:
     turn.facts += outcome.added
     if outcome.status in ("failed", "dropped"):
@@ -241,21 +198,22 @@ def run_tiermem(
             "batch_quiet_s": QUIET_S,  # never by the clock here: at a conversation's end
         },
     )
-    waiting = _Waiting(runtime, batching)
+    extraction = TurnExtraction(runtime)
+    owner: dict[str, TurnCost] = {}  # a run's turn: its outcome may come with a later one's
     try:
         for conv in conversations:
             for i in range(len(conv.messages)):
                 mark, started = proxy.mark(), time.perf_counter()
                 turn = TurnCost(conv.id, i, [], 0.0, 0)
                 try:
+                    outcomes = []
                     for run_id in import_message(runtime, tenant_id, conv, i):
-                        outcome = run_extraction(runtime, run_id)
-                        if outcome.status == WAITING:
-                            waiting.park(run_id, outcome, turn)
-                        else:
-                            _count(runtime, turn, outcome)
+                        owner[run_id] = turn
+                        outcomes += extraction.extract(run_id)
                     if i == len(conv.messages) - 1:
-                        waiting.extract_all()  # its calls count on the conversation's last turn
+                        outcomes += extraction.flush()  # its calls count on this last turn
+                    for outcome in outcomes:
+                        _count(runtime, owner.pop(outcome.run_id), outcome)
                 except DomainError as exc:  # a transient error the worker would retry
                     turn.error = _short(f"{type(exc).__name__}: {exc.message}")
                 turn.seconds = time.perf_counter() - started

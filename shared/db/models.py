@@ -223,7 +223,7 @@ class ExtractionRun(SQLModel, table=True):
     worker: str | None = Field(default=None, max_length=255)
     # Set when the run was extracted together with other turns of its session (ADR 0024):
     # the runs claimed together share batch_id; batch_size is how many turns its LLM call
-    # read (its prompt and completion tokens are this run's share of that call's).
+    # read (its prompt and completion tokens and llm_ms are this run's share of that call's).
     batch_id: str | None = Field(default=None, max_length=36)
     batch_size: int | None = None
 

@@ -128,6 +128,7 @@ class LLMExtractor:
             result.prompt_hash = self._batch_prompt_hash
             result.prompt_tokens = prompt_shares[i]
             result.completion_tokens = completion_shares[i]
+            result.llm_ms = reply.latency_ms / n  # shares too: the runs add up to the call
             result.batch_size = n
             results.append(result)
         return results

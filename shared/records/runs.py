@@ -98,7 +98,8 @@ class JobPublic(BaseModel):
     llm_ms: float
     duration_ms: float
     # Extracted with other turns of its session in one LLM call: the runs claimed together
-    # share batch_id; batch_size turns were in the call, and the tokens are this run's share.
+    # share batch_id; batch_size turns were in the call, and the tokens and llm_ms are this
+    # run's share of it.
     batch_id: str | None = None
     batch_size: int | None = None
     created_at: dt.datetime
