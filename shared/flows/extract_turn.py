@@ -1,7 +1,10 @@
 """One extraction run: claim → extract (no transaction open) → embed → write under the user lock.
 
 Idempotent: a run already done returns at once, and a rerun of a half-finished one
-re-derives the same fact ids, so nothing is counted or stored twice.
+re-derives the same fact ids, so nothing is counted or stored twice. With batching on
+(TIERMEM_EXTRACTION__BATCH_TURNS > 1, ADR 0024) a live turn is parked instead, and
+shared.flows.extract_batch extracts it with its session's other waiting turns, settling
+each run with `settle` as here.
 """
 
 from __future__ import annotations
