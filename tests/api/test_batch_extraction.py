@@ -221,6 +221,11 @@ def test_turns_whose_check_was_lost_are_found_by_the_sweeper(
     ids = [post_turn(client, text) for text in TURNS[:2]]
     wait_for(lambda: all(status(client, j) == "waiting" for j in ids), what="waiting runs")
     assert embedded_worker.sweep(pending_now=True) == 0  # waiting, and not for long
+    # `tiermem serve` starting again (its in-process broker lost every check) sends them at
+    # once; they wait on for the rest of their quiet time.
+    assert embedded_worker.sweep(resend_all=True) == 2
+    time.sleep(0.5)
+    assert [status(client, j) for j in ids] == ["waiting", "waiting"]
     before = utcnow() - dt.timedelta(minutes=5)
     with Session(runtime.engine) as session:
         session.execute(update(ExtractionRun).values(created_at=before, updated_at=before))
