@@ -53,15 +53,20 @@ class BatchExtractor(Protocol):
     def extract_batch(self, turns: Sequence[TurnInput]) -> list[ExtractionResult]: ...
 
 
-def build_batch_messages(turns: Sequence[TurnInput], *, max_facts: int) -> tuple[str, str]:
+def build_batch_messages(
+    turns: Sequence[TurnInput], *, max_facts: int, max_known: int | None = None
+) -> tuple[str, str]:
     """(system, user) for one call over `turns` (oldest first, one session, one person):
-    the conversation before the first turn and the known facts of all of them as context,
-    then the turns numbered from 1."""
+    the conversation before the first turn and the known facts of all of them (each turn's
+    nearest first, at most `max_known`) as context, then the turns numbered from 1."""
     first = turns[0]
     known: dict[str, KnownFact] = {}
-    for turn in turns:
-        for fact in turn.known_facts:
-            known.setdefault(fact.content, fact)
+    for rank in range(max((len(turn.known_facts) for turn in turns), default=0)):
+        for turn in turns:
+            if rank < len(turn.known_facts):
+                known.setdefault(turn.known_facts[rank].content, turn.known_facts[rank])
+    if max_known is not None:
+        known = dict(list(known.items())[:max_known])
     context = TurnInput(
         user_message="",
         assistant_message=None,

@@ -107,7 +107,7 @@ class LLMExtractor:
 
     def _extract_together(self, turns: list[TurnInput]) -> list[ExtractionResult]:
         n = len(turns)
-        system, user = build_batch_messages(turns, max_facts=self.settings.max_facts_per_turn)
+        system, user = self._batch_messages(turns)
         decoding = self._batch_decoding_schema(n)
         room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
         reply = self.client.complete_json(
@@ -133,6 +133,14 @@ class LLMExtractor:
             results.append(result)
         return results
 
+    def _batch_messages(self, turns: list[TurnInput]) -> tuple[str, str]:
+        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+        return build_batch_messages(
+            turns,
+            max_facts=self.settings.max_facts_per_turn,
+            max_known=2 * self.settings.context_facts,
+        )
+
     def _batch_decoding_schema(self, turns: int) -> dict[str, Any]:
         """Bounded as one turn's is, by max_facts for each turn of the call (at most
         batch_turns of them), so it grows with the batch and stays bounded."""
@@ -140,7 +148,7 @@ class LLMExtractor:
         return with_turn_numbers(strict_json_schema(max_facts=bound), turns)
 
     def _batch_prompt_tokens(self, turns: list[TurnInput]) -> int:
-        system, user = build_batch_messages(turns, max_facts=self.settings.max_facts_per_turn)
+        system, user = self._batch_messages(turns)
         return self._prompt_tokens(system, user, self._batch_decoding_schema(len(turns)))
 
     def _prompt_tokens(self, system: str, user: str, decoding: dict[str, Any]) -> int:

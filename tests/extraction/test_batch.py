@@ -6,14 +6,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 from typing import Any
 
 import jsonschema
 import pytest
 
 from shared.config import ExtractionSettings, LLMSettings
-from shared.extraction.base import TurnInput
-from shared.extraction.batch import items_by_turn, pack_turns, share
+from shared.extraction.base import KnownFact, TurnInput
+from shared.extraction.batch import build_batch_messages, items_by_turn, pack_turns, share
 from shared.extraction.llm_extractor import LLMExtractor
 from shared.extraction.prompts import build_extraction_messages, prompt_hash
 from tests.scripted_llm import ScriptedLLM
@@ -199,3 +200,16 @@ def test_a_reply_in_json_mode_still_names_turns(scripted_llm: ScriptedLLM) -> No
     assert last["response_format"] == {"type": "json_object"}
     assert '"turn":{"type":"integer","enum":[1,2,3]}' in last["messages"][0]["content"]
     assert json.loads(json.dumps(results[2].facts[0].model_dump(mode="json")))["type"] == "fact"
+
+
+def test_the_known_facts_of_the_turns_are_shown_once_nearest_first_and_bounded() -> None:
+    def known(*names: str) -> tuple[KnownFact, ...]:
+        return tuple(KnownFact("fact", f"Ana has a {name}.") for name in names)
+
+    turns = [
+        dataclasses.replace(TURNS[0], known_facts=known("cat", "bike", "car")),
+        dataclasses.replace(TURNS[1], known_facts=known("dog", "cat", "boat")),
+    ]
+    _, user = build_batch_messages(turns, max_facts=10, max_known=4)
+    shown = re.findall(r"Ana has a (\w+)\.", user)
+    assert shown == ["cat", "dog", "bike", "car"]  # each turn's nearest first, "cat" once
