@@ -144,6 +144,10 @@ def park(runtime: Runtime, run_id: str) -> RunOutcome | None:
         _index_turn(runtime, run)
         with session_scope(runtime.engine) as session:
             park_run(session, run_id)
+        # Read after the commit: of two turns parked at once, the one committed last then
+        # sees both waiting (on PostgreSQL each transaction alone would see one, and neither
+        # would find its session due).
+        with Session(runtime.engine) as session:
             due = due_in(session, session_id=run.session_id, rule=batch_rule(runtime))
     except (TransientError, Unavailable) as exc:  # the run stays pending: the task retries
         raise TransientError(exc.message) from exc

@@ -15,6 +15,7 @@ from sqlmodel import Session, select
 from shared.db.engine import session_scope
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message, utcnow
+from shared.flows.extract_turn import park
 from shared.records.batches import BatchRule, claim_due, due_in, park_run
 from shared.records.ingest import IngestRequest, NewMessage, ingest_batch
 from shared.records.outbox import claim_lost_runs
@@ -46,14 +47,14 @@ def _runtime(tmp_path: Path, **overrides: str) -> Iterator[Runtime]:
         runtime.close()
 
 
-def _store_turns(runtime: Runtime, texts: list[str]) -> tuple[str, list[str]]:
-    """One session's turns stored; (its id, their runs' ids in turn order)."""
+def _store_turns(runtime: Runtime, texts: list[str], chat: str = "s1") -> tuple[str, list[str]]:
+    """One session's turns stored (a tenant each); (its id, their runs' ids in turn order)."""
     with Session(runtime.engine) as session:
-        tenant_id = create_tenant(session=session, name="t").id
+        tenant_id = create_tenant(session=session, name=f"t-{chat}").id
         request = IngestRequest(
             tenant_id=tenant_id,
             user_external_id="ana",
-            session_external_id="s1",
+            session_external_id=chat,
             messages=[NewMessage("user", text) for text in texts],
             extractor="llm",
         )
@@ -155,3 +156,33 @@ def test_the_sweeper_resends_a_waiting_turn_whose_check_was_lost(runtime: Runtim
     with Session(runtime.engine) as session:
         run = session.get(ExtractionRun, runs[0])
         assert run is not None and (run.status, run.session_id) == ("waiting", session_id)
+
+
+def test_turns_parked_at_once_find_their_session_due(runtime: Runtime) -> None:
+    """Two workers park a session's last two turns at the same moment: the one that commits
+    last must see both waiting and send the check (each transaction alone sees one)."""
+    runtime.settings.extraction.batch_turns = 2  # this test's runtime only
+    for round_ in range(4):
+        texts = [f"round {round_} turn {i}" for i in range(2)]
+        _, runs = _store_turns(runtime, texts, chat=f"s{round_}")
+        assert 0 in _park_at_once(runtime, runs), f"round {round_}: no check was due"
+
+
+def _park_at_once(runtime: Runtime, run_ids: list[str]) -> list[float | None]:
+    """shared.flows.extract_turn.park of each run, on threads started together; their dues."""
+    start = threading.Barrier(len(run_ids))
+    dues: list[float | None] = []
+
+    def park_one(run_id: str) -> None:
+        start.wait()
+        outcome = park(runtime, run_id)
+        assert outcome is not None
+        dues.append(outcome.batch_due_in_s)
+
+    threads = [threading.Thread(target=park_one, args=(run_id,)) for run_id in run_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(dues) == len(run_ids)
+    return dues
