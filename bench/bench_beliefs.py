@@ -2,7 +2,7 @@
 changes, endings, negations, corrections, multi-clause sentences, hedges and small talk.
 
     python -m bench.bench_beliefs [--data bench/data/beliefs.jsonl] [--llm offline|scripted]
-                                  [--only ID ...]
+                                  [--only ID ...] [--batch N]
 
 The set (bench/data/beliefs.jsonl, written for this bench, no dataset copied) is one
 conversation per line: one user's messages in order, each with its session date, the user's
@@ -26,7 +26,9 @@ Each message goes through the product path in-process, as a live chat would: one
 transcript line stored by `shared.flows.import_transcripts.import_lines` (what `tiermem
 import` and POST /v1/import run), then `shared.flows.extract_turn.run_extraction` of its
 run (the worker's task: extractor, embeddings, the writer's merge and supersede), before
-the next message.
+the next message. With `--batch N` (the LLM path, ADR 0024) the runs wait and N of a
+conversation's turns are extracted in one call as the Nth is stored; what waits at its end is
+extracted then, before scoring.
 One fresh data folder per run (SQLite, the in-memory vector store, default settings but
 for TIERMEM_* variables in the environment, which still apply); each conversation is its
 own user. The extractor is the offline rules (no LLM configured) or,
@@ -72,15 +74,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, select
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
+from bench.batched import QUIET_S, TurnExtraction
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Tenant
 from shared.extraction.scoring import entry_matches, key_matches, normalise
-from shared.flows.extract_turn import run_extraction
 from shared.flows.import_transcripts import import_lines
 from shared.memory.models import MemoryPublic
 from shared.memory.reader import list_memories
@@ -272,8 +275,14 @@ def run_stats(session: Session, user_id: str) -> RunStats:
 
 
 def make_runtime(
-    folder: Path, llm_base_url: str | None, model: str | None = None
+    folder: Path,
+    llm_base_url: str | None,
+    model: str | None = None,
+    *,
+    llm: dict[str, Any] | None = None,
+    extraction: dict[str, Any] | None = None,
 ) -> tuple[Runtime, str]:
+    """`llm` and `extraction`: settings over the defaults (bench_llm_cost's batches)."""
     # A real model on a CPU takes seconds a turn, far past the default timeout.
     real = {"model": model, "timeout_s": 600} if model else {}
     settings = Settings(
@@ -282,7 +291,8 @@ def make_runtime(
         database_url=None,
         redis_url=None,
         qdrant={"in_memory": True},
-        llm={"base_url": llm_base_url, **real},
+        llm={"base_url": llm_base_url, **real, **(llm or {})},
+        extraction=extraction or {},
     )
     upgrade_to_head(settings)
     runtime = Runtime(settings)
@@ -322,10 +332,15 @@ def import_message(runtime: Runtime, tenant_id: str, conv: Conversation, i: int)
 
 
 def run_conversation(runtime: Runtime, tenant_id: str, conv: Conversation) -> Outcome:
-    skipped = 0
-    for i in range(len(conv.messages)):
-        for run_id in import_message(runtime, tenant_id, conv, i):
-            skipped += run_extraction(runtime, run_id).status == "skipped"
+    # With --batch N the turns wait and N are extracted together; the rest at the end.
+    extraction = TurnExtraction(runtime)
+    outcomes = [
+        outcome
+        for i in range(len(conv.messages))
+        for run_id in import_message(runtime, tenant_id, conv, i)
+        for outcome in extraction.extract(run_id)
+    ]
+    skipped = sum(o.status == "skipped" for o in outcomes + extraction.flush())
     with Session(runtime.engine) as session:
         user = find_user(session=session, tenant_id=tenant_id, user_external_id=conv.id)
         every = list_memories(session=session, user=user, include_superseded=True, limit=1000)
@@ -682,9 +697,14 @@ def report(
 
 
 @contextlib.contextmanager
-def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | None, str]]:
+def extractor_endpoint(
+    kind: str, model: str = "local", *, like_llama_cpp: bool = False
+) -> Iterator[tuple[str | None, str]]:
     """(the LLM base URL or None, what the report calls the extractor). `kind` is offline,
-    scripted, or the URL of a real OpenAI-compatible server (bench/real_llm.py starts one)."""
+    scripted, or the URL of a real OpenAI-compatible server (bench/real_llm.py starts one).
+    `like_llama_cpp`: the scripted server refuses json_schema as llama-cpp-python's does, so
+    calls carry the schema as they do behind it (json_object+schema, the schema in the
+    prompt too)."""
     if kind == "offline":
         yield None, "the offline rule-based extractor (no LLM configured)"
         return
@@ -694,6 +714,8 @@ def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | 
     from tests.scripted_llm import ScriptedLLM
 
     llm = ScriptedLLM(offline_facts=True).start()
+    if like_llama_cpp:
+        llm.reject_json_schema(500)
     try:
         yield (
             llm.base_url,
@@ -701,6 +723,7 @@ def extractor_endpoint(kind: str, model: str = "local") -> Iterator[tuple[str | 
                 "the LLM path against the scripted OpenAI-compatible server "
                 "(tests/scripted_llm.py, in-process), which answers each turn with the facts "
                 "the offline rules find in it"
+                + (", refusing json_schema as llama-cpp-python's server does" * like_llama_cpp)
             ),
         )
     finally:
@@ -717,6 +740,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--model", default="local", help="the model name, with --llm URL")
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these conversations")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="TIERMEM_EXTRACTION__BATCH_TURNS: N turns of a conversation in one LLM call",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     kind = args.llm if args.llm in ("offline", "scripted") else "llm"
@@ -734,7 +763,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         tempfile.TemporaryDirectory(prefix="tiermem-beliefs-") as folder,
     ):
         runtime, tenant_id = make_runtime(
-            Path(folder), base_url, args.model if kind == "llm" else None
+            Path(folder),
+            base_url,
+            args.model if kind == "llm" else None,
+            extraction={"batch_turns": args.batch, "batch_quiet_s": QUIET_S},
         )
         try:
             started = time.perf_counter()

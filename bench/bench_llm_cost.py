@@ -4,12 +4,15 @@
     python -m bench.bench_llm_cost --llm http://127.0.0.1:8765/v1 --model local
                                    [--data bench/data/casual_chat.jsonl] [--limit N]
                                    [--side both|tiermem|mem0] [--output PATH]
+                                   [--batch 1,4] [--batch-max-tokens N] [--llm-max-tokens N]
 
 The turns are the first `--limit` user messages of a labelled casual-chat set (whole
 conversations in order, the last one cut; all of them without `--limit`), each with the
 assistant's reply where the set has one. A real model on a CPU takes ~10-30 s a call: keep
-`--limit` near 12. `--llm scripted` runs both sides against tests/scripted_llm.py instead
-(its usage is characters / 4, not a tokenizer: it checks the plumbing, says nothing of cost).
+`--limit` near 12. `--llm scripted` runs both sides against tests/scripted_llm.py instead,
+refusing json_schema as llama-cpp-python's server does (its usage is characters / 4, not a
+tokenizer, and its replies are the offline rules' facts: it checks the plumbing and compares
+prompt sizes, and says nothing of a model's completions).
 
 Both sides talk to one `bench.token_proxy.TokenProxy` on 127.0.0.1 in front of `--llm`, one
 side after the other, and the proxy records every chat completion each side asked for: HTTP
@@ -33,6 +36,14 @@ server), a repair call, a client's retry, and a request the server refused.
   Behind a server with a 4,096-token context (bench/real_llm.py's) every such call is refused
   for its length (~8,000 prompt tokens), and the proxy keeps the prompt tokens the server
   counted in refusing.
+
+- tiermem with `--batch N` (ADR 0024; a side per value, `1` the default one call per turn):
+  TIERMEM_EXTRACTION__BATCH_TURNS=N, so each conversation's turns wait and N of them are
+  extracted in one call (`shared.flows.extract_batch.run_batch_extraction`); what waits at
+  the end of a conversation is extracted then, as a session fallen quiet would be. A batch's
+  calls count on the turn that completed it; facts and errors on each run's own turn.
+  `--batch-max-tokens` is the model's context (4,096 for bench/real_llm.py's server, with
+  `--llm-max-tokens 512` so a batch's prompt may take 3,584 of it).
 
 Reported per side: LLM calls, prompt and completion tokens per turn (mean) and in total,
 seconds per turn (the whole turn, and the part spent waiting for the LLM: the upstream may
@@ -63,6 +74,7 @@ from pathlib import Path
 from sqlmodel import Session
 
 from bench._common import RESULTS_DIR, command_line, machine_line, write_results
+from bench.batched import QUIET_S, TurnExtraction
 from bench.bench_beliefs import (
     Conversation,
     extractor_endpoint,
@@ -74,9 +86,10 @@ from bench.bench_beliefs import (
 from bench.token_proxy import Call, TokenProxy
 from shared.db.models import ExtractionRun
 from shared.errors import DomainError
-from shared.flows.extract_turn import run_extraction
+from shared.flows.extract_turn import RunOutcome
 from shared.memory.reader import list_memories
 from shared.records.ingest import find_user
+from shared.runtime import Runtime
 
 DATA = Path(__file__).parent / "data" / "casual_chat.jsonl"
 PROG = "python -m bench.bench_llm_cost"
@@ -144,25 +157,63 @@ def _short(text: str) -> str:
 # -- tiermem ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Batching:
+    """tiermem's batch settings for a side (ADR 0024): `turns` 1 is one call per turn."""
+
+    turns: int = 1
+    max_tokens: int = 8192  # TIERMEM_EXTRACTION__BATCH_MAX_TOKENS
+    llm_max_tokens: int | None = None  # TIERMEM_LLM__MAX_TOKENS; None: its default
+
+    @property
+    def name(self) -> str:
+        return "tiermem" if self.turns == 1 else f"tiermem, batches of {self.turns}"
+
+
+def _count(runtime: Runtime, turn: TurnCost, outcome: RunOutcome) -> None:
+    turn.facts += outcome.added
+    if outcome.status in ("failed", "dropped"):
+        with Session(runtime.engine) as session:
+            run = session.get(ExtractionRun, outcome.run_id)
+        why = run.error if run and run.error else ""
+        turn.error = _short(f"run {outcome.status}: {why}")
+
+
 def run_tiermem(
-    conversations: Sequence[Conversation], proxy: TokenProxy, model: str | None, folder: Path
+    conversations: Sequence[Conversation],
+    proxy: TokenProxy,
+    model: str | None,
+    folder: Path,
+    batching: Batching = Batching(),
 ) -> SideResult:
-    side = SideResult("tiermem")
-    runtime, tenant_id = make_runtime(folder, proxy.base_url, model)
+    side = SideResult(batching.name)
+    runtime, tenant_id = make_runtime(
+        folder,
+        proxy.base_url,
+        model,
+        llm={"max_tokens": batching.llm_max_tokens} if batching.llm_max_tokens else None,
+        extraction={
+            "batch_turns": batching.turns,
+            "batch_max_tokens": batching.max_tokens,
+            "batch_quiet_s": QUIET_S,  # never by the clock here: at a conversation's end
+        },
+    )
+    extraction = TurnExtraction(runtime)
+    owner: dict[str, TurnCost] = {}  # a run's turn: its outcome may come with a later one's
     try:
         for conv in conversations:
             for i in range(len(conv.messages)):
                 mark, started = proxy.mark(), time.perf_counter()
                 turn = TurnCost(conv.id, i, [], 0.0, 0)
                 try:
+                    outcomes = []
                     for run_id in import_message(runtime, tenant_id, conv, i):
-                        outcome = run_extraction(runtime, run_id)
-                        turn.facts += outcome.added
-                        if outcome.status in ("failed", "dropped"):
-                            with Session(runtime.engine) as session:
-                                run = session.get(ExtractionRun, run_id)
-                            why = run.error if run and run.error else ""
-                            turn.error = _short(f"run {outcome.status}: {why}")
+                        owner[run_id] = turn
+                        outcomes += extraction.extract(run_id)
+                    if i == len(conv.messages) - 1:
+                        outcomes += extraction.flush()  # its calls count on this last turn
+                    for outcome in outcomes:
+                        _count(runtime, owner.pop(outcome.run_id), outcome)
                 except DomainError as exc:  # a transient error the worker would retry
                     turn.error = _short(f"{type(exc).__name__}: {exc.message}")
                 turn.seconds = time.perf_counter() - started
@@ -179,7 +230,7 @@ def run_tiermem(
                     completion + stats.completion_tokens,
                 )
         side.notes.append(
-            f"tiermem's own run records say {prompt} prompt + {completion} completion tokens "
+            f"{side.name}'s own run records say {prompt} prompt + {completion} completion tokens "
             "(a run that failed records none)."
         )
     finally:
@@ -405,6 +456,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="a labelled JSONL set")
     parser.add_argument("--limit", type=int, default=None, help="the first N user messages")
     parser.add_argument("--side", choices=("both", *SIDES), default="both")
+    parser.add_argument(
+        "--batch",
+        default="1",
+        help="tiermem's batch_turns, one tiermem side each: 1 (one call per turn), or 1,4",
+    )
+    parser.add_argument(
+        "--batch-max-tokens", type=int, default=8192, help="TIERMEM_EXTRACTION__BATCH_MAX_TOKENS"
+    )
+    parser.add_argument(
+        "--llm-max-tokens", type=int, default=None, help="TIERMEM_LLM__MAX_TOKENS (its default)"
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.llm == "offline":
@@ -417,14 +479,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     turns = sum(len(c.messages) for c in conversations)
     sides: list[SideResult] = []
     with (
-        extractor_endpoint(args.llm, args.model) as (upstream, described),
+        extractor_endpoint(args.llm, args.model, like_llama_cpp=True) as (upstream, described),
         TokenProxy(upstream or "") as proxy,
         tempfile.TemporaryDirectory(prefix="tiermem-llm-cost-") as folder,
     ):
         if args.side in ("both", "tiermem"):
-            print(f"tiermem: {turns} turns through {proxy.base_url}", file=sys.stderr, flush=True)
             model = None if scripted else args.model
-            sides.append(run_tiermem(conversations, proxy, model, Path(folder) / "tiermem"))
+            for n in (int(n) for n in args.batch.split(",")):
+                batching = Batching(n, args.batch_max_tokens, args.llm_max_tokens)
+                where = Path(folder) / f"tiermem-{n}"
+                print(f"{batching.name}: {turns} turns through {proxy.base_url}", file=sys.stderr)
+                sides.append(run_tiermem(conversations, proxy, model, where, batching))
         if args.side in ("both", "mem0"):
             print(f"mem0: {turns} turns through {proxy.base_url}", file=sys.stderr, flush=True)
             sides.append(run_mem0(conversations, proxy, args.model, Path(folder) / "mem0"))

@@ -94,15 +94,22 @@ class EmbeddedWorker:
 
     def sweep(self, *, resend_all: bool = False, pending_now: bool = False) -> int:
         """Send the database's lost work to the workers: pending runs older than the sweep's
-        threshold (all of them with `pending_now`), and with `resend_all` running ones too
-        (at start, when nothing else can be running them)."""
+        threshold (all of them with `pending_now`), and with `resend_all` running and
+        batch-waiting ones too (at start, when nothing else can be running them or holding
+        their checks)."""
         settings = self.runtime.settings
         if resend_all or pending_now:
             after = {"sweep_pending_after_s": 0.0}
+            update: dict[str, object] = {}
             if resend_all:
                 after["sweep_running_after_s"] = 0.0
+                # Turns waiting for their session's batch too: the in-process broker lost
+                # their checks; sent again, each sends its session's check (ADR 0024).
+                update["extraction"] = settings.extraction.model_copy(
+                    update={"batch_quiet_s": 0.0}
+                )
             worker = settings.worker.model_copy(update=after)
-            settings = settings.model_copy(update={"worker": worker})
+            settings = settings.model_copy(update={"worker": worker, **update})
         with session_scope(self.runtime.engine) as session:
             run_ids = claim_lost_runs(session=session, settings=settings, limit=100_000)
         enqueue_extraction(self.celery, run_ids)

@@ -199,6 +199,17 @@ class ExtractionSettings(BaseModel):
     context_messages: int = Field(default=6, ge=0, le=50)
     context_tokens: int = Field(default=600, ge=0, le=8000)
     context_facts: int = Field(default=8, ge=0, le=50)
+    # One LLM call for several turns of a session (ADR 0024). 1: each turn is extracted alone
+    # as soon as it is stored (the default). N > 1: a stored turn waits (status "waiting")
+    # until N turns of its session wait, or until the session has had no new turn for
+    # batch_quiet_s, then one call extracts the waiting turns in order (at most N per call).
+    # Only the LLM extractor batches; replays extract one turn per call.
+    batch_turns: int = Field(default=1, ge=1, le=32)
+    batch_quiet_s: float = Field(default=30.0, gt=0, le=3600)
+    # The extraction model's context window (or less): a batch call's prompt plus the reply
+    # room of one turn (TIERMEM_LLM__MAX_TOKENS) must fit, or the batch is split into calls
+    # that do.
+    batch_max_tokens: int = Field(default=8192, ge=1024)
 
 
 class CompressionSettings(BaseModel):

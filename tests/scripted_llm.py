@@ -36,6 +36,9 @@ MISBEHAVIOURS = (
 # What a misconfigured proxy or a web server at the wrong URL answers: 200, not JSON.
 HTML_BODY = b"<html><body>Welcome to nginx!</body></html>"
 _TURN_START = '<user name="'
+# A batch prompt (ADR 0024) shows several turns, numbered: <turn n="1" ...> ... </turn>.
+_BATCH_START = '<turn n="1"'
+_BATCH_TURN = re.compile(r'<turn n="(\d+)"[^>]*>(.*?)</turn>', re.DOTALL)
 _STATUS_MODE = re.compile(r"^[45]\d\d$")
 # What llama-cpp-python's server answers a json_schema request (HTTP 500): its request model
 # only knows "text" and "json_object", and its route handler turns the validation error
@@ -223,12 +226,21 @@ class ScriptedLLM:
                 if response == ECHO:
                     return last_user
                 return response if isinstance(response, str) else json.dumps(response)
+        if not (self.offline_facts or self.facts_per_turn > 0):
+            return DEFAULT_REPLY
+        # A batch's facts are each turn's, numbered as the prompt numbers them.
+        turns = _BATCH_TURN.findall(last_user)
+        facts = [
+            {"turn": int(n), **fact} if turns else fact
+            for n, text in (turns or [("1", last_user)])
+            for fact in self._generated(text)
+        ]
+        return json.dumps({"facts": self._left_out(facts)})
+
+    def _generated(self, turn: str) -> list[dict[str, Any]]:
         if self.offline_facts:
-            return json.dumps({"facts": self._left_out(offline_facts(last_user))})
-        if self.facts_per_turn > 0:
-            facts = plausible_facts(last_user, self.facts_per_turn)
-            return json.dumps({"facts": self._left_out(facts)})
-        return DEFAULT_REPLY
+            return offline_facts(turn)
+        return plausible_facts(turn, self.facts_per_turn)
 
     def _left_out(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in f.items() if k not in self.leave_out} for f in facts]
@@ -522,7 +534,8 @@ def _last_user_text(messages: Any) -> str:
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             text = _message_text(message)
-            turn = text.rfind(_TURN_START)
+            batch = text.find(_BATCH_START)
+            turn = batch if batch >= 0 else text.rfind(_TURN_START)
             return text[turn:] if turn >= 0 else text
     return ""
 

@@ -7,6 +7,8 @@ __all__ = [
     "COMPRESS",
     "COMPRESS_SESSION",
     "EXTRACT",
+    "EXTRACT_BATCH",
+    "EXTRACT_SESSION",
     "EXTRACT_TURN",
     "MAINTENANCE",
     "QUEUES",
@@ -18,6 +20,9 @@ __all__ = [
 ]
 
 EXTRACT_TURN = "tiermem.extract_turn"
+# With batching on (ADR 0024): a session's batch check, and one batch of its turns.
+EXTRACT_SESSION = "tiermem.extract_session"
+EXTRACT_BATCH = "tiermem.extract_batch"
 SWEEP_OUTBOX = "tiermem.sweep_outbox"
 COMPRESS_SESSION = "tiermem.compress_session"
 REPLAY_DISPATCH = "tiermem.replay_dispatch"
@@ -25,6 +30,8 @@ REPLAY_TURN = "tiermem.replay_turn"
 
 TASK_ROUTES = {
     EXTRACT_TURN: {"queue": EXTRACT},
+    EXTRACT_SESSION: {"queue": EXTRACT},
+    EXTRACT_BATCH: {"queue": EXTRACT},
     # Its own queue: a sweep must not wait behind the extract backlog it is there to help.
     SWEEP_OUTBOX: {"queue": MAINTENANCE},
     COMPRESS_SESSION: {"queue": COMPRESS},

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # loaded by the commands when they run, not by their --help
     from sqlmodel import Session
 
     from shared.config import Settings
-    from shared.ops.queues import OpsSnapshot
+    from shared.ops.queues import OpsSnapshot, QueueStats
     from shared.ops.workers import WorkerInfo
 
 ops_cli = typer.Typer(help="Queues, workers and failed runs.", no_args_is_help=True)
@@ -47,7 +47,7 @@ def render(snap: OpsSnapshot, workers: list[WorkerInfo], *, failed: int = 5) -> 
     for q in snap.queues:
         w = {window.minutes: window for window in q.windows}
         queues.add_row(
-            q.name, _value(q.depth), _value(q.reserved), str(q.pending), str(q.running),
+            q.name, _value(q.depth), _value(q.reserved), _pending(q), str(q.running),
             f"[red]{q.orphaned}[/red]" if q.orphaned else "0", _value(q.oldest_pending_age_s),
             f"{w[1].per_minute:g}", f"{w[5].per_minute:g}", f"{w[15].per_minute:g}",
             f"{100 * w[5].failure_rate:.1f}", str(w[15].retried),
@@ -168,3 +168,8 @@ def watch(
         pass
     finally:
         engine.dispose()
+
+
+def _pending(q: QueueStats) -> str:
+    """Turns waiting for their session's batch (ADR 0024) are pending, and said to be."""
+    return f"{q.pending} ({q.waiting} waiting for a batch)" if q.waiting else str(q.pending)

@@ -93,7 +93,8 @@ class Message(SQLModel, table=True):
     external_id: str | None = Field(default=None, max_length=128)
     created_at: dt.datetime  # when it was said (client's clock, or arrival)
     received_at: dt.datetime = Field(default_factory=utcnow)
-    # pending → queued for extraction; done / failed / skipped; "none" for replies
+    # pending → queued for extraction; waiting (for its session's batch, ADR 0024);
+    # done / failed / skipped; "none" for replies
     extraction_status: str = Field(default="none", max_length=16)
     run_id: str | None = Field(default=None, max_length=36)
     # When the worker wrote the message into the user's message collection with its sparse
@@ -176,7 +177,8 @@ class ExtractionRun(SQLModel, table=True):
     session_id: str = Field(foreign_key="chat_sessions.id")
     message_id: str = Field(foreign_key="messages.id", index=True)  # the user's message
     reply_message_id: str | None = Field(default=None, max_length=36)
-    # pending running retrying done skipped dropped (items returned, none kept) failed staged
+    # pending running retrying done skipped dropped (items returned, none kept) failed staged;
+    # waiting: stored, its extraction waits to be batched with the session's next turns
     status: str = Field(default="pending", max_length=16)
     attempts: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
@@ -219,6 +221,11 @@ class ExtractionRun(SQLModel, table=True):
     # The Celery worker (node name) that claimed the run last: ops compares it with the
     # live heartbeats to tell a running run from one whose worker died (orphaned).
     worker: str | None = Field(default=None, max_length=255)
+    # Set when the run was extracted together with other turns of its session (ADR 0024):
+    # the runs claimed together share batch_id; batch_size is how many turns its LLM call
+    # read (its prompt and completion tokens and llm_ms are this run's share of that call's).
+    batch_id: str | None = Field(default=None, max_length=36)
+    batch_size: int | None = None
 
 
 class ReplayJob(SQLModel, table=True):

@@ -65,6 +65,9 @@ class ExtractionResult:
     response_format: str | None = None
     response_format_note: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
+    # Turns read by the LLM call this result came from (ADR 0024): above 1, the call read
+    # several turns of the session and the tokens and llm_ms above are this turn's share.
+    batch_size: int = 1
 
     @property
     def all_dropped(self) -> bool:

@@ -1,18 +1,30 @@
-"""The LLM extractor: one JSON chat call per turn, then per-item validation."""
+"""The LLM extractor: one JSON chat call per turn (or per batch of a session's turns, ADR
+0024), then per-item validation."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from shared.config import ExtractionSettings, LLMSettings
 from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.batch import (
+    batch_prompt_hash,
+    build_batch_messages,
+    items_by_turn,
+    pack_turns,
+    share,
+    with_turn_numbers,
+)
 from shared.extraction.checks import review
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import TypedFact, strict_json_schema
-from shared.llm.client import LLMClient, MalformedOutput
+from shared.llm.client import LLMClient, LLMReply, MalformedOutput
+from shared.llm.prompts import json_mode_instructions
+from shared.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +61,12 @@ class LLMExtractor:
         # itself stops at max_facts instead of filling its context.
         self._decoding_schema = strict_json_schema(max_facts=extraction.max_facts_per_turn)
         self._prompt_hash = prompt_hash()
+        self._batch_prompt_hash = batch_prompt_hash()
 
     def extract(self, turn: TurnInput) -> ExtractionResult:
         if self.settings.prefilter and is_small_talk(turn.user_message):
             return self._result([], skipped_reason="small_talk")
-        limit = self.settings.max_message_chars
-        turn = dataclasses.replace(
-            turn,
-            user_message=turn.user_message[:limit],
-            assistant_message=turn.assistant_message[:limit] if turn.assistant_message else None,
-        )
+        turn = self._trimmed(turn)
         system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
         reply = self.client.complete_json(
             system=system,
@@ -67,9 +75,99 @@ class LLMExtractor:
             schema_name=SCHEMA_NAME,
             decoding_schema=self._decoding_schema,
         )
-        items = reply.data.get("facts") if isinstance(reply.data, dict) else None
-        if not isinstance(items, list):  # LLMClient checks the top level; this is for mypy
-            raise MalformedOutput("LLM reply has no 'facts' list")
+        result = self._validated(_facts_of(reply), turn, reply)
+        result.prompt_tokens = reply.prompt_tokens
+        result.completion_tokens = reply.completion_tokens
+        return result
+
+    def extract_batch(self, turns: Sequence[TurnInput]) -> list[ExtractionResult]:
+        """One result per turn, in order (turns of one session, oldest first): small talk
+        skipped as alone; the rest in as few calls as fit `batch_max_tokens` with one
+        turn's reply room (TIERMEM_LLM__MAX_TOKENS) left, a turn alone in its call
+        extracted exactly as `extract` does."""
+        results: dict[int, ExtractionResult] = {}
+        asked = []
+        for i, turn in enumerate(turns):
+            if self.settings.prefilter and is_small_talk(turn.user_message):
+                results[i] = self._result([], skipped_reason="small_talk")
+            else:
+                asked.append(i)
+        trimmed = [self._trimmed(turn) for turn in turns]
+        budget = self.settings.batch_max_tokens - self.llm_settings.max_tokens
+        calls = pack_turns(
+            asked, lambda call: self._batch_prompt_tokens([trimmed[i] for i in call]), budget=budget
+        )
+        for call in calls:
+            if len(call) == 1:
+                results[call[0]] = self.extract(turns[call[0]])
+                continue
+            together = self._extract_together([trimmed[i] for i in call])
+            results.update(zip(call, together, strict=True))
+        return [results[i] for i in range(len(turns))]
+
+    def _extract_together(self, turns: list[TurnInput]) -> list[ExtractionResult]:
+        n = len(turns)
+        system, user = self._batch_messages(turns)
+        decoding = self._batch_decoding_schema(n)
+        room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
+        reply = self.client.complete_json(
+            system=system,
+            user=user,
+            schema=with_turn_numbers(self._schema, n),
+            schema_name=SCHEMA_NAME,
+            decoding_schema=decoding,
+            # Each turn's reply may take what one turn's may, within the context's room.
+            max_tokens=max(min(self.llm_settings.max_tokens * n, room), 1),
+        )
+        prompt_shares = share(reply.prompt_tokens, n)
+        completion_shares = share(reply.completion_tokens, n)
+        grouped = items_by_turn(_facts_of(reply), n)
+        results = []
+        for i, (turn, items) in enumerate(zip(turns, grouped, strict=True)):
+            result = self._validated(items, turn, reply)
+            result.prompt_hash = self._batch_prompt_hash
+            result.prompt_tokens = prompt_shares[i]
+            result.completion_tokens = completion_shares[i]
+            result.llm_ms = reply.latency_ms / n  # shares too: the runs add up to the call
+            result.batch_size = n
+            results.append(result)
+        return results
+
+    def _batch_messages(self, turns: list[TurnInput]) -> tuple[str, str]:
+        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+        return build_batch_messages(
+            turns,
+            max_facts=self.settings.max_facts_per_turn,
+            max_known=2 * self.settings.context_facts,
+        )
+
+    def _batch_decoding_schema(self, turns: int) -> dict[str, Any]:
+        """Bounded as one turn's is, by max_facts for each turn of the call (at most
+        batch_turns of them), so it grows with the batch and stays bounded."""
+        bound = self.settings.max_facts_per_turn * turns
+        return with_turn_numbers(strict_json_schema(max_facts=bound), turns)
+
+    def _batch_prompt_tokens(self, turns: list[TurnInput]) -> int:
+        system, user = self._batch_messages(turns)
+        return self._prompt_tokens(system, user, self._batch_decoding_schema(len(turns)))
+
+    def _prompt_tokens(self, system: str, user: str, decoding: dict[str, Any]) -> int:
+        """About what the server will count (cl100k, not the model's own tokenizer): the
+        messages, and the schema when the call will carry it in the prompt."""
+        schema = json_mode_instructions(decoding) if self.client.schema_in_prompt() else ""
+        return count_tokens(system + schema) + count_tokens(user)
+
+    def _trimmed(self, turn: TurnInput) -> TurnInput:
+        limit = self.settings.max_message_chars
+        return dataclasses.replace(
+            turn,
+            user_message=turn.user_message[:limit],
+            assistant_message=turn.assistant_message[:limit] if turn.assistant_message else None,
+        )
+
+    def _validated(self, items: list[Any], turn: TurnInput, reply: LLMReply) -> ExtractionResult:
+        """The turn's items repaired, validated and checked; the result says what the call
+        (`reply`) was and what was kept and dropped. Tokens are the caller's to set."""
         validated = validate_items(
             items,
             max_facts=self.settings.max_facts_per_turn,
@@ -89,8 +187,6 @@ class LLMExtractor:
         result.dropped_over_limit = validated.dropped_over_limit
         result.repaired = validated.repaired
         result.invalid_reasons = validated.reasons
-        result.prompt_tokens = reply.prompt_tokens
-        result.completion_tokens = reply.completion_tokens
         result.llm_ms = reply.latency_ms
         result.response_format = reply.response_format
         result.response_format_note = reply.response_format_note
@@ -111,3 +207,10 @@ class LLMExtractor:
             prompt_hash=self._prompt_hash,
             skipped_reason=skipped_reason,
         )
+
+
+def _facts_of(reply: LLMReply) -> list[Any]:
+    items = reply.data.get("facts") if isinstance(reply.data, dict) else None
+    if not isinstance(items, list):  # LLMClient checks the top level; this is for mypy
+        raise MalformedOutput("LLM reply has no 'facts' list")
+    return items

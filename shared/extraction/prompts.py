@@ -141,7 +141,23 @@ _NO_ASSISTANT = "(no assistant reply in this turn)\n"
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
     """The (system, user) messages for one extraction call: the static system prompt first,
     so providers (and llama.cpp's prefix reuse) cache it, then this turn's details."""
-    system = Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=max_facts)
+    user = Template(EXTRACTION_USER_TEMPLATE).substitute(
+        date=turn.session_date.date().isoformat(),
+        weekday=turn.session_date.strftime("%A"),
+        user=turn.user_speaker,
+        context_blocks=context_blocks(turn),
+        user_message=turn.user_message.strip(),
+        assistant_block=assistant_block(turn),
+    )
+    return system_prompt(max_facts), user
+
+
+def system_prompt(max_facts: int) -> str:
+    return Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=max_facts)
+
+
+def context_blocks(turn: TurnInput) -> str:
+    """The conversation before the turn and the known facts, each marked as context."""
     blocks = ""
     if turn.earlier_messages:
         lines = "\n".join(f"{who}: {text.strip()}" for who, text in turn.earlier_messages)
@@ -149,21 +165,15 @@ def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[
     if turn.known_facts:
         lines = "\n".join(_known_line(fact) for fact in turn.known_facts)
         blocks += Template(_KNOWN_BLOCK).substitute(user=turn.user_speaker, lines=lines)
+    return blocks
+
+
+def assistant_block(turn: TurnInput) -> str:
     if turn.assistant_message and turn.assistant_message.strip():
-        assistant_block = Template(_ASSISTANT_BLOCK).substitute(
+        return Template(_ASSISTANT_BLOCK).substitute(
             assistant=turn.assistant_speaker, assistant_message=turn.assistant_message.strip()
         )
-    else:
-        assistant_block = _NO_ASSISTANT
-    user = Template(EXTRACTION_USER_TEMPLATE).substitute(
-        date=turn.session_date.date().isoformat(),
-        weekday=turn.session_date.strftime("%A"),
-        user=turn.user_speaker,
-        context_blocks=blocks,
-        user_message=turn.user_message.strip(),
-        assistant_block=assistant_block,
-    )
-    return system, user
+    return _NO_ASSISTANT
 
 
 def _known_line(fact: KnownFact) -> str:
@@ -189,7 +199,7 @@ def example_values() -> frozenset[str]:
     conversation never says was copied from the prompt, not said by the person
     (shared.extraction.checks). Not common words ("coffee": a flat white is coffee too),
     and not the examples' people ("Ana" is also a user's name)."""
-    system = Template(EXTRACTION_SYSTEM_PROMPT).substitute(max_facts=1)
+    system = system_prompt(1)
     values: set[str] = set()
     for example in re.findall(r'\{"type": [^{}]*\}', system):
         item = json.loads(example)

@@ -1,7 +1,10 @@
 """One extraction run: claim → extract (no transaction open) → embed → write under the user lock.
 
 Idempotent: a run already done returns at once, and a rerun of a half-finished one
-re-derives the same fact ids, so nothing is counted or stored twice.
+re-derives the same fact ids, so nothing is counted or stored twice. With batching on
+(TIERMEM_EXTRACTION__BATCH_TURNS > 1, ADR 0024) a live turn is parked instead, and
+shared.flows.extract_batch extracts it with its session's other waiting turns, settling
+each run with `settle` as here.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -19,11 +22,13 @@ from shared.db.engine import session_scope
 from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import DomainError, PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
+from shared.extraction.batch import BatchExtractor
 from shared.memory.history.indexing import index_messages, turn_message_ids
 from shared.memory.reader import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts
-from shared.records.runs import record_run_error
+from shared.records.batches import BatchRule, due_in, park_run
+from shared.records.runs import WAITING, record_run_error
 from shared.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,10 @@ class RunOutcome:
     # Set when this run processed a turn with an assistant reply: the session's history
     # grew, so the worker queues a compression check for it.
     compress_session_id: str | None = None
+    # Set when the run was parked ("waiting", ADR 0024): its session's batch is due in this
+    # many seconds (0: now), so the worker sends the session's batch check then.
+    batch_session_id: str | None = None
+    batch_due_in_s: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -81,94 +90,180 @@ def run_extraction(
 ) -> RunOutcome:
     """Raises TransientError (after recording it) when a retry may help and attempts remain.
 
-    `worker` names the Celery worker running it (ops tells a dead worker's runs by it)."""
+    `worker` names the Celery worker running it (ops tells a dead worker's runs by it).
+    With batching on (ADR 0024) a live turn is parked instead: its outcome is "waiting",
+    with when its session's batch is due (shared.flows.extract_batch)."""
+    if batching(runtime):
+        parked = park(runtime, run_id)
+        if parked is not None:
+            return parked
     started = time.perf_counter()
-    try:
-        claimed = _claim(runtime, run_id, worker)
-    except OperationalError as exc:  # database locked: the run is untouched, retry it
-        raise TransientError(f"database error while claiming the run: {exc.orig}") from exc
+    claimed = claim_run(runtime, run_id, worker)
     if isinstance(claimed, RunOutcome):
         return claimed
     turn, run = claimed
     replay = run.replay_job_id is not None
-    try:
+
+    def extract() -> RunOutcome:
         if not replay:
             # History search's vectors first: a turn whose extraction fails for good is
             # still found by meaning, and a vector-store error here is retried before any
             # LLM call. (A replay re-reads turns whose messages are indexed already.)
-            index_user_messages(
-                runtime=runtime,
-                tenant_id=run.tenant_id,
-                user_id=run.user_id,
-                message_ids=turn_message_ids(
-                    read_engine=runtime.read_engine,
-                    message_id=run.message_id,
-                    reply_id=run.reply_message_id,
-                ),
-            )
-        if _reads_context(runtime):
-            turn = _with_known_facts(runtime, run, turn)
-        result = runtime.extractor.extract(turn)
-        grown = run.session_id if run.reply_message_id and not replay else None
-        if run.replay_mode in STAGING_MODES and not result.skipped_reason:
-            # A dry run or rebuild keeps what it extracted; the job diffs or swaps it in
-            # once every turn of the user is extracted (shared.flows.replay_extraction).
-            outcome = RunOutcome(run_id, "staged")
-            fields = {**_result_fields(result), "staged": staged_payload(result, turn)}
-            _finish(runtime, run_id, outcome, result_fields=fields, started=started)
-            return outcome
-        if result.skipped_reason or not result.facts:
-            status = "skipped" if result.skipped_reason else "done"
-            outcome = RunOutcome(
-                run_id, DROPPED if result.all_dropped else status, compress_session_id=grown
-            )
-            fields = _result_fields(result)
-            if result.all_dropped:
-                fields["error"] = _dropped_error(result)
-            _finish(runtime, run_id, outcome, result_fields=fields, started=started)
-            return outcome
-        embeddings = runtime.embedder.embed([f.content for f in result.facts])
-        prov = provenance_for(
-            run,
-            seen_at=turn.session_date,
-            extractor=result.extractor,
-            extractor_version=result.extractor_version,
-            model=result.model,
-        )
-        facts_vectors = runtime.facts_of(tenant_id=run.tenant_id, user_id=run.user_id)
-        with runtime.user_locks.hold(run.user_id), Session(runtime.engine) as session:
-            written = write_facts(
-                session=session,
-                facts_vectors=facts_vectors,
-                facts=result.facts,
-                embeddings=embeddings,
-                prov=prov,
-                dedup_threshold=runtime.settings.extraction.dedup_threshold,
-            )
-        outcome = RunOutcome(
-            run_id,
-            "done",
-            added=len(written.added),
-            merged=len(written.merged),
-            superseded=len(written.superseded),
-            compress_session_id=grown,
-        )
-        _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
+            _index_turn(runtime, run)
+        read = with_known_facts(runtime, run, turn) if reads_context(runtime) else turn
+        return settle(runtime, run, read, runtime.extractor.extract(read), started=started)
+
+    return guarded(runtime, run, extract, last_attempt=last_attempt)
+
+
+def batching(runtime: Runtime) -> bool:
+    """A session's turns wait to be extracted together: batch_turns above 1, LLM extractor."""
+    return runtime.settings.extraction.batch_turns > 1 and isinstance(
+        runtime.extractor, BatchExtractor
+    )
+
+
+def batch_rule(runtime: Runtime) -> BatchRule:
+    settings = runtime.settings.extraction
+    return BatchRule(turns=settings.batch_turns, quiet_s=settings.batch_quiet_s)
+
+
+def park(runtime: Runtime, run_id: str) -> RunOutcome | None:
+    """A stored live turn waits for its session's batch, its messages indexed for history
+    search meanwhile; the outcome says when the batch is due. None when the run is not one
+    to park (a replay's, one claimed into a batch already, one being extracted)."""
+    with Session(runtime.read_engine) as session:
+        run = session.get(ExtractionRun, run_id)
+    if run is None:
+        return RunOutcome(run_id, "gone")
+    if run.replay_job_id is not None or run.batch_id is not None:
+        return None
+    if run.status not in ("pending", WAITING):
+        return None
+    try:
+        _index_turn(runtime, run)
+        with session_scope(runtime.engine) as session:
+            park_run(session, run_id)
+        # Read after the commit: of two turns parked at once, the one committed last then
+        # sees both waiting (on PostgreSQL each transaction alone would see one, and neither
+        # would find its session due).
+        with Session(runtime.engine) as session:
+            due = due_in(session, session_id=run.session_id, rule=batch_rule(runtime))
+    except (TransientError, Unavailable) as exc:  # the run stays pending: the task retries
+        raise TransientError(exc.message) from exc
+    except OperationalError as exc:
+        raise TransientError(f"database error while parking the run: {exc.orig}") from exc
+    return RunOutcome(run_id, WAITING, batch_session_id=run.session_id, batch_due_in_s=due)
+
+
+def _index_turn(runtime: Runtime, run: ExtractionRun) -> None:
+    index_user_messages(
+        runtime=runtime,
+        tenant_id=run.tenant_id,
+        user_id=run.user_id,
+        message_ids=turn_message_ids(
+            read_engine=runtime.read_engine,
+            message_id=run.message_id,
+            reply_id=run.reply_message_id,
+        ),
+    )
+
+
+def claim_run(
+    runtime: Runtime, run_id: str, worker: str | None
+) -> tuple[TurnInput, ExtractionRun] | RunOutcome:
+    """The run marked running and its turn, or its outcome when there is nothing to do."""
+    try:
+        return _claim(runtime, run_id, worker)
+    except OperationalError as exc:  # database locked: the run is untouched, retry it
+        raise TransientError(f"database error while claiming the run: {exc.orig}") from exc
+
+
+def settle(
+    runtime: Runtime,
+    run: ExtractionRun,
+    turn: TurnInput,
+    result: ExtractionResult,
+    *,
+    started: float,
+) -> RunOutcome:
+    """What one turn's extraction result becomes: staged, skipped, done with 0 facts,
+    dropped, or its facts written under the user's lock; the run finished accordingly."""
+    run_id = run.id
+    replay = run.replay_job_id is not None
+    grown = run.session_id if run.reply_message_id and not replay else None
+    if run.replay_mode in STAGING_MODES and not result.skipped_reason:
+        # A dry run or rebuild keeps what it extracted; the job diffs or swaps it in
+        # once every turn of the user is extracted (shared.flows.replay_extraction).
+        outcome = RunOutcome(run_id, "staged")
+        fields = {**_result_fields(result), "staged": staged_payload(result, turn)}
+        _finish(runtime, run_id, outcome, result_fields=fields, started=started)
         return outcome
+    if result.skipped_reason or not result.facts:
+        status = "skipped" if result.skipped_reason else "done"
+        outcome = RunOutcome(
+            run_id, DROPPED if result.all_dropped else status, compress_session_id=grown
+        )
+        fields = _result_fields(result)
+        if result.all_dropped:
+            fields["error"] = _dropped_error(result)
+        _finish(runtime, run_id, outcome, result_fields=fields, started=started)
+        return outcome
+    embeddings = runtime.embedder.embed([f.content for f in result.facts])
+    prov = provenance_for(
+        run,
+        seen_at=turn.session_date,
+        extractor=result.extractor,
+        extractor_version=result.extractor_version,
+        model=result.model,
+    )
+    facts_vectors = runtime.facts_of(tenant_id=run.tenant_id, user_id=run.user_id)
+    with runtime.user_locks.hold(run.user_id), Session(runtime.engine) as session:
+        written = write_facts(
+            session=session,
+            facts_vectors=facts_vectors,
+            facts=result.facts,
+            embeddings=embeddings,
+            prov=prov,
+            dedup_threshold=runtime.settings.extraction.dedup_threshold,
+        )
+    outcome = RunOutcome(
+        run_id,
+        "done",
+        added=len(written.added),
+        merged=len(written.merged),
+        superseded=len(written.superseded),
+        compress_session_id=grown,
+    )
+    _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
+    return outcome
+
+
+def guarded(
+    runtime: Runtime,
+    run: ExtractionRun,
+    work: Callable[[], RunOutcome],
+    *,
+    last_attempt: bool,
+) -> RunOutcome:
+    """`work` on a claimed run, its errors recorded on the run: transient ones raised as
+    TransientError for the task to retry, permanent ones failing the run for good."""
+    try:
+        return work()
     except (TransientError, Unavailable, PermanentError) as exc:
-        return _failed(runtime, run, exc, last_attempt=last_attempt)
+        return fail_run(runtime, run, exc, last_attempt=last_attempt)
     except IntegrityError as exc:
         # Lost a race the per-user lock should prevent (e.g. the lock expired mid-write):
         # the unique index kept the data right; the retry merges instead of inserting.
-        _record_error(runtime, run_id, "concurrent write to the same fact", final=last_attempt)
+        record_error(runtime, run.id, "concurrent write to the same fact", final=last_attempt)
         raise TransientError("concurrent write to the same fact") from exc
     except OperationalError as exc:  # database locked / connection dropped
-        _record_error(runtime, run_id, f"database: {exc.orig}", final=last_attempt)
+        record_error(runtime, run.id, f"database: {exc.orig}", final=last_attempt)
         raise TransientError(f"database error: {exc.orig}") from exc
     except Exception as exc:
         # A bug, not bad luck: fail visibly instead of leaving the run "running" for the
         # sweeper to resend forever.
-        _record_error(runtime, run_id, f"{type(exc).__name__}: {exc}", final=True)
+        record_error(runtime, run.id, f"{type(exc).__name__}: {exc}", final=True)
         raise
 
 
@@ -176,7 +271,7 @@ def run_extraction(
 _CALL_DETAILS = ("model", "response_format", "response_format_note")
 
 
-def _failed(
+def fail_run(
     runtime: Runtime, run: ExtractionRun, exc: DomainError, *, last_attempt: bool
 ) -> RunOutcome:
     """Transient (and Unavailable: a Qdrant server unreachable) is recorded and raised for
@@ -187,7 +282,7 @@ def _failed(
     called = (
         {k: exc.details.get(k) for k in _CALL_DETAILS} if "response_format" in exc.details else {}
     )
-    _record_error(runtime, run.id, exc.message, final=last_attempt or not retry, fields=called)
+    record_error(runtime, run.id, exc.message, final=last_attempt or not retry, fields=called)
     if retry:
         raise TransientError(exc.message) from exc
     return RunOutcome(
@@ -229,7 +324,7 @@ def _claim(
                 session,
                 message,
                 user_speaker=speaker,
-                limit=context.context_messages if _reads_context(runtime) else 0,
+                limit=context.context_messages if reads_context(runtime) else 0,
                 max_tokens=context.context_tokens,
             ),
         )
@@ -238,12 +333,12 @@ def _claim(
         return turn, run
 
 
-def _reads_context(runtime: Runtime) -> bool:
+def reads_context(runtime: Runtime) -> bool:
     """Only the LLM extractor reads the conversation; the frozen offline rules read the turn."""
     return runtime.extractor.kind == "llm"
 
 
-def _with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> TurnInput:
+def with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> TurnInput:
     """The turn with the user's active facts nearest it, for the LLM to reuse their names and
     to name what an ending ends ("I quit" → the employer it knows)."""
     limit = runtime.settings.extraction.context_facts
@@ -299,6 +394,7 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
         "facts_repaired": result.repaired,
         "dropped_reasons": result.invalid_reasons[:_REASONS_KEPT] or None,
         "skipped_reason": result.skipped_reason,
+        "batch_size": result.batch_size if result.batch_size > 1 else None,
     }
 
 
@@ -328,7 +424,7 @@ def _finish(
         _set_message_status(session, run, outcome.status)
 
 
-def _record_error(
+def record_error(
     runtime: Runtime,
     run_id: str,
     error: str,

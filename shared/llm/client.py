@@ -276,6 +276,11 @@ class LLMClient:
         )
         return reply
 
+    def schema_in_prompt(self) -> bool:
+        """True when the next call carries the schema in its prompt (any format but
+        json_schema), so it counts toward the prompt's tokens."""
+        return self._format().type != JSON_SCHEMA
+
     def _format(self) -> CallFormat:
         """The configured format, unless this server already rejected it."""
         configured = self.settings.response_format

@@ -50,6 +50,7 @@ from shared.vectors import point_id
 
 _EVENT_STATUS: dict[str, EventStatus] = {
     "pending": "PENDING",
+    "waiting": "PENDING",  # for its session's batch (ADR 0024)
     "retrying": "PENDING",
     "running": "RUNNING",
     "done": "SUCCEEDED",

@@ -38,6 +38,7 @@ QUEUE_GAUGES = (
     ("tiermem_queue_depth", "messages waiting in the broker", "depth"),
     ("tiermem_queue_reserved", "messages delivered to workers, not acknowledged", "reserved"),
     ("tiermem_queue_pending", "runs waiting to start (SQL)", "pending"),
+    ("tiermem_queue_waiting", "of those, turns waiting for their session's batch", "waiting"),
     ("tiermem_queue_running", "runs executing now (SQL)", "running"),
     ("tiermem_queue_orphaned", "runs left running by a worker whose heartbeat is gone", "orphaned"),
     (

@@ -21,7 +21,7 @@ from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
 from shared.ops.queue_names import COMPRESS, EXTRACT, QUEUES, REPLAY
 from shared.ops.workers import HeartbeatStore, WorkerInfo
-from shared.records.runs import RETRYABLE
+from shared.records.runs import RETRYABLE, WAITING
 
 WINDOWS_MIN = (1, 5, 15)
 # kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
@@ -68,7 +68,9 @@ class QueueStats(BaseModel):
     depth: int | None  # messages waiting in the broker; None without a broker to ask
     reserved: int | None  # delivered to a worker, not yet acknowledged
     paused: bool
-    pending: int  # from SQL: runs waiting to start (retrying ones included)
+    pending: int  # from SQL: runs waiting to start (retrying and batch-waiting ones included)
+    # Of those, turns waiting for their session's batch (TIERMEM_EXTRACTION__BATCH_TURNS).
+    waiting: int = 0
     running: int  # claimed by a live worker (or by one ops cannot tell)
     orphaned: int = 0  # status running, but the worker that claimed it has no heartbeat
     orphaned_note: str | None = None
@@ -221,13 +223,14 @@ def _sql_queue(
     tenant_id: str | None,
 ) -> dict[str, Any]:
     if table is None:  # a queue without runs in SQL (maintenance)
-        return {"pending": 0, "running": 0, "oldest_pending_age_s": None,
+        return {"pending": 0, "waiting": 0, "running": 0, "oldest_pending_age_s": None,
                 "windows": _cut_windows([], now), "failed_runs": []}  # fmt: skip
     model, scope = table.model, table.scope(tenant_id)
-    waiting = ("pending", "retrying")
-    pending, running, oldest = session.exec(
+    waiting = ("pending", WAITING, "retrying")
+    pending, parked, running, oldest = session.exec(
         select(
             func.sum(case((col(model.status).in_(waiting), 1), else_=0)),
+            func.sum(case((col(model.status) == WAITING, 1), else_=0)),
             func.sum(case((col(model.status) == "running", 1), else_=0)),
             func.min(case((col(model.status).in_(waiting), model.created_at), else_=None)),
         ).where(scope, col(model.status).in_((*waiting, "running")))
@@ -240,6 +243,7 @@ def _sql_queue(
     ).all()
     return {
         "pending": int(pending or 0),
+        "waiting": int(parked or 0),
         "running": int(running or 0),
         "oldest_pending_age_s": (
             round((now - utc(oldest)).total_seconds(), 1) if oldest is not None else None
@@ -373,7 +377,7 @@ def tenant_stats(
                 func.sum(
                     case(
                         (
-                            col(ExtractionRun.status).in_(("pending", "retrying"))
+                            col(ExtractionRun.status).in_(("pending", WAITING, "retrying"))
                             & col(ExtractionRun.replay_job_id).is_(None),
                             1,
                         ),

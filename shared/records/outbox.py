@@ -11,6 +11,7 @@ from sqlmodel import Session, and_, col, select
 
 from shared.config import Settings
 from shared.db.models import ExtractionRun, utcnow
+from shared.records.runs import WAITING
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,13 @@ def send_committed(enqueue: Callable[[list[str]], None], run_ids: list[str]) -> 
 
 
 def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) -> list[str]:
-    """Run ids to enqueue again: pending too long, or running/retrying so long their worker
-    must be gone. Their clock is reset so the next sweep does not send them twice."""
+    """Run ids to enqueue again: pending too long, running/retrying so long their worker
+    must be gone, or waiting for their session's batch (ADR 0024) past its quiet time (the
+    check was lost: sent again, the run sends its session's check). Their clock is reset so
+    the next sweep does not send them twice."""
     now = utcnow()
     pending_cutoff = now - dt.timedelta(seconds=settings.worker.sweep_pending_after_s)
+    waiting_cutoff = pending_cutoff - dt.timedelta(seconds=settings.extraction.batch_quiet_s)
     running_cutoff = now - dt.timedelta(seconds=settings.worker.sweep_running_after_s)
     ids = list(
         session.exec(
@@ -44,6 +48,10 @@ def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) 
                     and_(
                         ExtractionRun.status == "pending",
                         col(ExtractionRun.updated_at) < pending_cutoff,
+                    ),
+                    and_(
+                        ExtractionRun.status == WAITING,
+                        col(ExtractionRun.updated_at) < waiting_cutoff,
                     ),
                     and_(
                         col(ExtractionRun.status).in_(["running", "retrying"]),

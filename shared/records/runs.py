@@ -19,8 +19,11 @@ from shared.errors import NotFound
 log = logging.getLogger(__name__)
 
 Run = TypeVar("Run", ExtractionRun, CompressionRun)
+# A stored turn whose extraction waits for its session's batch (ADR 0024): not started, not
+# lost; the session's batch check (or the outbox sweeper) sends it.
+WAITING = "waiting"
 # A run in one of these may still be executed (running: its worker died; the task came back).
-OPEN = ("pending", "running", "retrying")
+OPEN = ("pending", WAITING, "running", "retrying")
 # Extraction runs that ended without memory to show for it, which a person retries:
 # failed, and dropped (the model answered with items and none could be kept).
 RETRYABLE = ("failed", "dropped")
@@ -66,7 +69,9 @@ class JobPublic(BaseModel):
     kind: str = "extract_turn"
     # pending → running → done | skipped | dropped | failed; "retrying" between attempts.
     # dropped: the model answered with items and none could be kept (dropped_reasons says
-    # why); retried by POST /v1/ops/runs/retry like a failed run.
+    # why); retried by POST /v1/ops/runs/retry like a failed run. With batching on
+    # (TIERMEM_EXTRACTION__BATCH_TURNS > 1) a stored turn is "waiting" for its session's
+    # batch before it is pending again and extracted.
     status: str
     attempts: int
     error: str | None
@@ -92,6 +97,11 @@ class JobPublic(BaseModel):
     completion_tokens: int
     llm_ms: float
     duration_ms: float
+    # Extracted with other turns of its session in one LLM call: the runs claimed together
+    # share batch_id; batch_size turns were in the call, and the tokens and llm_ms are this
+    # run's share of it.
+    batch_id: str | None = None
+    batch_size: int | None = None
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -471,6 +471,57 @@ def test_the_outbox_sweep_does_not_wait_behind_the_extract_backlog(
     stack.wait_all_done([*jobs, *lost_ids], timeout=120)
 
 
+def test_batches_through_redis_and_a_worker_process(
+    stack: Stack, scripted_llm: ScriptedLLM
+) -> None:
+    """Batching on in the split deployment (ADR 0024): three turns of one session are one
+    call as soon as the third is stored; two of another are one call once that session has
+    been quiet, its check a countdown task through Redis. The worker's four threads take the
+    checks; each turn is claimed once."""
+    quiet_s = 4.0
+    stack.env.update(
+        {"TIERMEM_EXTRACTION__BATCH_TURNS": "3", "TIERMEM_EXTRACTION__BATCH_QUIET_S": str(quiet_s)}
+    )
+    numbered = [
+        {"turn": i + 1, **f.general("Ana", f"Ana keeps note number {i}.")} for i in range(3)
+    ]
+    scripted_llm.script("note number 2.", f.facts(*numbered))
+    scripted_llm.script(
+        "a cat called Mo",
+        f.facts(
+            {"turn": 1, **f.identity("Ana", "location", "Berlin", "Ana lives in Berlin.")},
+            {"turn": 2, **f.pet("Ana", "Mo", "Ana has a cat called Mo.")},
+        ),
+    )
+    stack.start_api()
+    stack.start_worker()
+
+    def ready() -> Any:  # its heartbeat: the worker takes tasks from here on
+        return httpx.get(f"{stack.url}/v1/ops/workers", headers=ADMIN).json()
+
+    wait_for(ready, timeout=60, what="a worker heartbeat")
+    quiet = [
+        stack.post_turn("s2", f.turn("ana", "I live in Berlin")),
+        stack.post_turn("s2", f.turn("ana", "I have a cat called Mo")),
+    ]
+    full = [stack.post_turn("s1", f.turn("ana", turn_text(i))) for i in range(3)]
+    stack.wait_all_done(full + quiet)
+    jobs = [stack.job(j) for j in full + quiet]
+
+    def waited(batch: list[dict[str, Any]]) -> float:
+        """From the batch's last turn stored to its first turn claimed for extraction."""
+        stored = max(dt.datetime.fromisoformat(j["created_at"]) for j in batch)
+        return min(dt.datetime.fromisoformat(j["started_at"]) for j in batch) - stored
+
+    assert waited(jobs[:3]).total_seconds() < quiet_s  # the third turn made it due
+    assert waited(jobs[3:]).total_seconds() >= quiet_s - 0.1  # quiet for the set time
+    assert [j["facts_added"] for j in jobs] == [1] * 5
+    assert [j["batch_size"] for j in jobs] == [3, 3, 3, 2, 2]
+    assert len({j["batch_id"] for j in jobs[:3]}) == len({j["batch_id"] for j in jobs[3:]}) == 1
+    assert len(scripted_llm.chat_requests()) == 2
+    assert sql_counts(stack.settings)[0] == 5
+
+
 def test_serve_runs_everything_in_one_process_after_an_import(tmp_path: Path) -> None:
     """The README path: `tiermem import` (no servers), then `tiermem serve` extracts it with
     the offline extractor, and the search routes answer."""

@@ -1,4 +1,5 @@
-"""extract_turn_task: a run id in; the domain code in shared.extraction does the work."""
+"""Extraction tasks: a run id in (or, with batching on, a session id or a batch of run ids);
+the domain code in shared.flows does the work."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 from celery import Celery, Task, shared_task
 
 from shared.flows.compress_session import over_trigger
-from shared.flows.extract_turn import run_extraction
+from shared.flows.extract_batch import collect_session, run_batch_extraction
+from shared.flows.extract_turn import RunOutcome, run_extraction
+from shared.runtime import Runtime
 from workers.celery_app import TransientRetry, is_last_attempt
-from workers.queues import EXTRACT_TURN
+from workers.queues import EXTRACT_BATCH, EXTRACT_SESSION, EXTRACT_TURN
 from workers.runtime import get_runtime
 from workers.tasks.compress import enqueue_compression
 
@@ -20,12 +23,42 @@ def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     outcome = run_extraction(
         runtime, run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
     )
-    if outcome.compress_session_id and over_trigger(runtime, outcome.compress_session_id):
-        # Every path that stores a reply (turns, chat, imports) ends here, so compression
-        # is checked once per turn without each route having to remember it; the check is
-        # cheaper than a task that would mostly find nothing to do.
-        enqueue_compression(self.app, outcome.compress_session_id)
+    if outcome.batch_session_id is not None and outcome.batch_due_in_s is not None:
+        # Parked: the session's batch check, now or once the session has been quiet.
+        enqueue_session_check(self.app, outcome.batch_session_id, outcome.batch_due_in_s)
+    _compress_if_grown(self.app, runtime, [outcome])
     return outcome.as_dict()
+
+
+@shared_task(name=EXTRACT_SESSION, base=TransientRetry, bind=True)
+def extract_session_task(self: Task, session_id: str) -> list[list[str]]:
+    batches = collect_session(get_runtime(), session_id)
+    for run_ids in batches:
+        self.app.tasks[EXTRACT_BATCH].apply_async(args=[run_ids])
+    return batches
+
+
+@shared_task(name=EXTRACT_BATCH, base=TransientRetry, bind=True)
+def extract_batch_task(self: Task, run_ids: list[str]) -> list[dict[str, Any]]:
+    runtime = get_runtime()
+    outcomes = run_batch_extraction(
+        runtime, run_ids, last_attempt=is_last_attempt(self), worker=self.request.hostname
+    )
+    _compress_if_grown(self.app, runtime, outcomes)
+    return [outcome.as_dict() for outcome in outcomes]
+
+
+def _compress_if_grown(app: Celery, runtime: Runtime, outcomes: list[RunOutcome]) -> None:
+    # Every path that stores a reply (turns, chat, imports) ends here, so compression is
+    # checked once per turn (once per batch) without each route having to remember it;
+    # the check is cheaper than a task that would mostly find nothing to do.
+    for session_id in {o.compress_session_id for o in outcomes if o.compress_session_id}:
+        if over_trigger(runtime, session_id):
+            enqueue_compression(app, session_id)
+
+
+def enqueue_session_check(app: Celery, session_id: str, countdown_s: float) -> None:
+    app.tasks[EXTRACT_SESSION].apply_async(args=[session_id], countdown=countdown_s or None)
 
 
 def enqueue_extraction(app: Celery, run_ids: list[str]) -> None:
