@@ -59,6 +59,8 @@ _AGREEMENT = {
 # Lowercase, or first in the sentence, as in _FIRST_PERSON ("My Chemical Romance" stays).
 _OBJECT = re.compile(r"(?<![\w'’])(?:me|myself)(?![\w'’])|^(?:Me|Myself)\b")
 _POSSESSIVE = re.compile(r"(?<![\w'’])(?:my|mine)(?![\w'’])|^(?:My|Mine)\b")
+# Words a name fact's content holds beside the name ("User is Tom.", "Tom is the user.").
+_NOT_NAMES = frozenset({"user", "the", "is", "name", "s", "called", "my", "i", "im", "a", "an"})
 # Detail fields that hold what a fact is about (not its kind: attribute names, sentiments).
 _VALUE_FIELDS = ("value", "person", "choice")
 
@@ -101,23 +103,76 @@ def _agree(verb: str) -> str:
 
 def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | str]:
     """The check for this turn's items: the item to keep (in the third person when the
-    model wrote the person's words back), or why it is not the person's own statement.
-    The conversation's words are read once per turn, not once per item."""
+    model wrote the person's words back; a name fact naming the name the person said), or
+    why it is not the person's own statement in this turn. The conversation's words are
+    read once per turn, not once per item."""
     said = _padded(_conversation_text(turn))
+    # What this turn says, and the question it may answer (the assistant's last message).
+    now = _padded(" ".join([turn.user_message, turn.assistant_message or "", _question(turn)]))
+    before = _padded(" ".join(text for _, text in turn.earlier_messages))
+    their_words = set(core_words(turn.user_message).split())
+    assistant_words = set(core_words(turn.assistant_message or "").split())
 
     def check(fact: TypedFact) -> TypedFact | str:
         if fact.content.rstrip().endswith("?"):
             return "a question, not a fact"
         if (example := _copied_example(fact, said)) is not None:
             return f"copied from the prompt's examples ({example!r} is not in the conversation)"
+        if (earlier := _from_earlier_messages(fact, now, before)) is not None:
+            return f"from the earlier conversation ({earlier!r} is not in this turn)"
         if first_person(fact.content):
+            words = core_words(fact.content).split()
+            if sum(w in assistant_words for w in words) > sum(w in their_words for w in words):
+                return "the assistant's words, not a fact about them"
             content = third_person(fact.content, turn.user_speaker)
             if content is None:
                 return "the assistant's words (content speaks to 'you'), not a fact about them"
-            return fact.model_copy(update={"content": content})
-        return fact
+            fact = fact.model_copy(update={"content": content})
+        return _named(fact, turn.user_message) or fact
 
     return check
+
+
+def _question(turn: TurnInput) -> str:
+    """The assistant's message just before this turn: what "the first one!!" answers."""
+    for who, text in reversed(turn.earlier_messages):
+        if who != turn.user_speaker:
+            return text
+    return ""
+
+
+def _from_earlier_messages(fact: TypedFact, now: str, before: str) -> str | None:
+    """The value of a fact the model took from the earlier conversation (shown as context)
+    rather than from this turn: said before, and not in this turn or the question it answers.
+    An ending may name what it ends from there ("I quit" → the job said before)."""
+    if fact.ended:
+        return None
+    for key in _VALUE_FIELDS:
+        value = core_words(str(fact.details.get(key) or ""))
+        if value and f" {value} " in before and f" {value} " not in now:
+            return value
+    return None
+
+
+def _named(fact: TypedFact, message: str) -> TypedFact | None:
+    """A name fact whose value is not a name the person said ("User", or their known name
+    copied) rewritten with the one word of its content they did say ("User is Tom." for
+    "im tom btw" → value "Tom", "User's name is Tom."); None when there is nothing to fix."""
+    if fact.type != "identity" or fact.attribute != "name":
+        return None
+    said = _padded(message)
+    if f" {core_words(fact.value)} " in said:
+        return None
+    names = {
+        word
+        for word in re.findall(r"[^\W\d_]+", fact.content)
+        if f" {word.casefold()} " in said and word.casefold() not in _NOT_NAMES
+    }
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    name = name[:1].upper() + name[1:]
+    return fact.model_copy(update={"value": name, "content": f"{fact.subject}'s name is {name}."})
 
 
 def _copied_example(fact: TypedFact, said: str) -> str | None:

@@ -676,3 +676,70 @@ def test_a_reply_of_copies_only_is_a_dropped_run_not_an_empty_done(
     scripted_llm.script("Lisbon", {"facts": [copy]})
     result = extractor.extract(TURN)
     assert result.facts == [] and result.all_dropped
+
+
+def test_the_assistants_words_in_the_first_person_are_dropped(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    turn = dataclasses.replace(
+        TURN,
+        user_message="we had to let her go this morning",
+        assistant_message="I'm so sorry, Ana. Fourteen years is a long, loved life.",
+    )
+    items = [_fact("fact", content="I'm so sorry, Ana. Fourteen years is a long, loved life.")]
+    scripted_llm.script("let her go", {"facts": items})
+    result = extractor.extract(turn)
+    assert result.facts == [] and result.invalid_reasons == [
+        "the assistant's words, not a fact about them"
+    ]
+
+
+def test_a_fact_taken_from_the_earlier_conversation_is_dropped_and_an_answer_is_kept(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """The earlier messages are context: a value only they say is not this turn's fact,
+    unless the turn answers the assistant's question that offered it, or ends it."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="the first one!! geography",
+        assistant_message="Nice! Geography at Arup sounds fun.",
+        earlier_messages=(
+            ("Ana", "just moved to leicester, got offers from arup and atkins"),
+            ("Assistant", "Welcome! Which offer will you take, Arup or Atkins?"),
+        ),
+    )
+    items = [
+        _fact(
+            "identity", content="Ana lives in Leicester.", attribute="location", value="Leicester"
+        ),
+        _fact("decision", content="Ana took the job at Arup.", topic="job", choice="Arup"),
+        _fact(
+            "identity",
+            content="Ana no longer lives in Leicester.",
+            attribute="location",
+            value="Leicester",
+            ended=True,
+        ),
+    ]
+    scripted_llm.script("the first one", {"facts": items})
+    result = extractor.extract(turn)
+    assert sorted(f.content for f in result.facts) == [
+        "Ana no longer lives in Leicester.",
+        "Ana took the job at Arup.",
+    ]
+    assert result.invalid_reasons == [
+        "from the earlier conversation ('leicester' is not in this turn)"
+    ]
+
+
+@pytest.mark.parametrize("written", ["User is Tom.", "Tom is the user.", "I'm Tom."])
+def test_a_name_fact_names_the_name_the_person_said(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, written: str
+) -> None:
+    """With no name known yet the request says "User", and the 1.5B model wrote the name
+    fact with "User" as its value: the name is the word of its content the person said."""
+    turn = dataclasses.replace(TURN, user_speaker="User", user_message="hey, im tom btw 👋")
+    item = _fact("identity", content=written, attribute="name", value="User")
+    scripted_llm.script("im tom", {"facts": [item]})
+    [fact] = extractor.extract(turn).facts
+    assert (fact.value, fact.content) == ("Tom", "User's name is Tom.")  # type: ignore[union-attr]
