@@ -53,7 +53,7 @@ from bench.variants import PATCHES_ENV
 
 RESULTS = RESULTS_DIR / "extraction.md"
 TARGET_TURNS_PER_S = 30.0
-FINISHED = ("done", "skipped", "failed")
+FINISHED = ("done", "skipped", "failed", "dropped")
 PREFORK_CHECK_S = 120.0
 
 

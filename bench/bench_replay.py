@@ -183,7 +183,7 @@ class LiveTraffic:
                 next_at += 1.0 / self.rate
             for job_id, posted in list(jobs.items()):
                 status = client.get(f"/v1/jobs/{job_id}", headers=APP).json()["status"]
-                if status in ("done", "skipped", "failed"):
+                if status in ("done", "skipped", "failed", "dropped"):
                     self.delays_ms.append((time.monotonic() - posted) * 1000)
                     del jobs[job_id]
                 elif time.monotonic() - posted > 120:

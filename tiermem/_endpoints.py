@@ -64,7 +64,7 @@ from tiermem.models import (
     WorkerInfo,
 )
 
-JOB_FINISHED = frozenset({"done", "skipped", "failed"})
+JOB_FINISHED = frozenset({"done", "skipped", "failed", "dropped"})
 RUN_FINISHED = frozenset({"done", "cannot_fit", "partial", "stale", "failed"})
 REPLAY_FINISHED = frozenset({"cancelled", "done"})
 Message = str | MessageIn
@@ -156,8 +156,8 @@ class Endpoints:
     def wait_for_job(
         self, job_id: str, *, timeout: float = 60.0, interval: float = 0.25
     ) -> Poll[JobPublic]:
-        """The job once `done`, `skipped` or `failed` (returned, not raised: read `status`
-        and `error`); WaitTimedOut after `timeout` seconds."""
+        """The job once `done`, `skipped`, `failed` or `dropped` (returned, not raised: read
+        `status` and `error`); WaitTimedOut after `timeout` seconds."""
         return _until(_job(job_id), JOB_FINISHED, timeout, interval, f"job {job_id}")
 
     # -- memories ---------------------------------------------------------------------------

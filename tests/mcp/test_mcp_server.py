@@ -108,7 +108,7 @@ def wait_job(server: str, job_id: str) -> dict[str, Any]:
         )
         assert response.status_code == 200, response.text
         job: dict[str, Any] = response.json()
-        if job["status"] in ("done", "skipped", "failed"):
+        if job["status"] in ("done", "skipped", "failed", "dropped"):
             return job
         assert time.monotonic() < deadline, f"job {job_id} did not finish: {job}"
         time.sleep(0.1)

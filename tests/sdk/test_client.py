@@ -4,10 +4,11 @@ erased; chat; sessions; admin; and the API's errors as typed exceptions."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.factories import ADMIN_KEY, APP_KEY, new_id
+from tests.factories import ADMIN_KEY, APP_KEY, new_id, tiermem_serve
 from tests.scripted_llm import ScriptedLLM
 from tiermem import Client, Forbidden, NotFound, Unauthorized, ValidationFailed
 from tiermem.models import MessageIn
@@ -188,3 +189,19 @@ def test_errors_are_typed_with_the_api_code_message_and_details(
         client.store_turn("s1", user_id="not an id!", user_message="hi")
     assert early.value.status is None and early.value.code == "invalid_input"
     assert early.value.details["errors"][0]["loc"] == ["user_id"]
+
+
+def test_wait_for_job_returns_a_job_whose_items_were_all_dropped(
+    tmp_path: Path, scripted_llm_server: ScriptedLLM
+) -> None:
+    """`dropped` is a finished state: the caller reads it at once, not after its timeout."""
+    scripted_llm_server.script(
+        "Trondheim", {"facts": [{"type": "identity", "content": "Ana is in Trondheim."}]}
+    )
+    model = {"TIERMEM_LLM__BASE_URL": scripted_llm_server.base_url, "TIERMEM_LLM__MODEL": "m"}
+    with tiermem_serve(tmp_path, model) as url, Client(url, APP_KEY, timeout=30) as client:
+        said = MessageIn(content="I live in Trondheim", speaker="Ana")
+        turn = client.store_turn(new_id("s"), user_id=new_id("ana"), user_message=said)
+        assert turn.job_id
+        job = client.wait_for_job(turn.job_id, timeout=30)
+    assert job.status == "dropped" and job.error and "none could be kept" in job.error
