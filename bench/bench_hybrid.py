@@ -69,9 +69,9 @@ from bench.locomo import CATEGORIES, DATA, Dataset, Question, found_all, found_a
 from shared.config import Settings
 from shared.db.migrate import upgrade_to_head
 from shared.db.models import Message, User
+from shared.embeddings import Embedder
 from shared.errors import Unavailable
 from shared.flows.extract_turn import index_user_messages
-from shared.memory.history.collection import UserHistory
 from shared.memory.history.fulltext import keyword_search, rebuild_keyword_index
 from shared.memory.history.indexing import index_text, is_indexable
 from shared.memory.history.search import (
@@ -85,7 +85,7 @@ from shared.records.ingest import NewMessage, ingest_messages
 from shared.records.tenancy import ensure_dev_tenant, get_tenant_by_name
 from shared.runtime import Runtime
 from shared.vectors import Vector, VectorPoint
-from shared.vectors.scope import USER_FIELD
+from shared.vectors.scope import USER_FIELD, UserVectors
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +375,8 @@ def hit_rows(session: Session, user: User, ids: Sequence[str]) -> list[str | Non
 
 def vector_search(
     *,
-    history: UserHistory,
+    messages: UserVectors | None,
+    embedder: Embedder,
     user: User,
     query: str,
     limit: int,
@@ -384,9 +385,10 @@ def vector_search(
     """Message ids nearest in meaning, best first: the dense half of the product's search, on
     its own; [] when the vector store cannot be reached from this process (embedded Qdrant
     owned by a separate worker)."""
+    if messages is None:
+        return []
     try:
-        messages = history.messages()
-        vector = query_vector if query_vector is not None else history.embedder().embed([query])[0]
+        vector = query_vector if query_vector is not None else embedder.embed([query])[0]
         hits = messages.search(vector, limit=limit)
     except Unavailable as exc:
         log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
@@ -400,18 +402,19 @@ Method = Callable[[Session, User, Question, list[float]], list[str | None]]
 def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict[str, Method]:
     runtime = product.runtime
 
-    def history_of(u: User) -> UserHistory:
-        return runtime.history_of(tenant_id=u.tenant_id, user_id=u.id)
+    def messages_of(u: User) -> UserVectors | None:
+        return runtime.messages_if_reachable(tenant_id=u.tenant_id, user_id=u.id)
 
     def hybrid(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
-        hits = search_history(history=history_of(u), context=runtime.settings.context,
-                              session=s, user=u, query=q.text, k=K, query_vector=v)  # fmt: skip
+        hits = search_history(messages=messages_of(u), embedder=runtime.embedder,
+                              context=runtime.settings.context, session=s, user=u,
+                              query=q.text, k=K, query_vector=v)  # fmt: skip
         return [h.external_id for h in hits]
 
     def in_sql(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
         depth = candidate_depth(K)
-        ids = vector_search(history=history_of(u), user=u, query=q.text, limit=depth,
-                            query_vector=v)  # fmt: skip
+        ids = vector_search(messages=messages_of(u), embedder=runtime.embedder, user=u,
+                            query=q.text, limit=depth, query_vector=v)  # fmt: skip
         hits = search_history_in_sql(rrf_k=runtime.settings.context.rrf_k, session=s, user=u,
                                      query=q.text, k=K, by_meaning=ids)  # fmt: skip
         return [h.external_id for h in hits]
@@ -420,7 +423,8 @@ def methods(product: Product, edges: Sequence[EdgeIndex], bm25: qe.Bm25) -> dict
         return hit_rows(s, u, keyword_search(session=s, user_id=u.id, query=q.text, limit=K))
 
     def dense(s: Session, u: User, q: Question, v: list[float]) -> list[str | None]:
-        ids = vector_search(history=history_of(u), user=u, query=q.text, limit=K, query_vector=v)
+        ids = vector_search(messages=messages_of(u), embedder=runtime.embedder, user=u,
+                            query=q.text, limit=K, query_vector=v)  # fmt: skip
         return hit_rows(s, u, ids)
 
     def edge(index: EdgeIndex, use: str, idf_of_user: bool = False) -> Method:

@@ -105,9 +105,7 @@ class EmbeddedWorker:
                 after["sweep_running_after_s"] = 0.0
                 # Turns waiting for their session's batch too: the in-process broker lost
                 # their checks; sent again, each sends its session's check (ADR 0024).
-                update["extraction"] = settings.extraction.model_copy(
-                    update={"batch_quiet_s": 0.0}
-                )
+                update["extraction"] = settings.extraction.model_copy(update={"batch_quiet_s": 0.0})
             worker = settings.worker.model_copy(update=after)
             settings = settings.model_copy(update={"worker": worker, **update})
         with session_scope(self.runtime.engine) as session:

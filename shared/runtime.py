@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import partial
+from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -18,8 +19,8 @@ from shared.compression.summary import Summarizer
 from shared.config import Settings
 from shared.db.engine import make_engine, read_only
 from shared.embeddings import Embedder, make_embedder
+from shared.errors import Unavailable
 from shared.extraction.base import Extractor
-from shared.memory.history.collection import UserHistory
 from shared.memory.locks import UserLocks, make_user_locks
 from shared.records.tenancy import KeyCache
 from shared.vectors import VectorStore, local_mode_leftovers, open_vector_store
@@ -32,6 +33,7 @@ from shared.vectors.scope import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # At startup, how many message collections are checked for sparse vectors (on a server,
 # a request each); history search says the same of any other one when it meets it.
@@ -55,17 +57,21 @@ class Runtime:
         self.user_locks: UserLocks = make_user_locks(settings)
         self.session_locks: SessionLocks = make_session_locks(settings)
 
+    def _open_once(self, attribute: str, open_: Callable[[], T]) -> T:
+        """The resource kept in `attribute`, opened by `open_` on first use: once, however
+        many threads ask at the same time."""
+        value: T | None = getattr(self, attribute)
+        if value is None:
+            with self._lock:
+                value = getattr(self, attribute)
+                if value is None:
+                    value = open_()
+                    setattr(self, attribute, value)
+        return value
+
     @property
     def vectors(self) -> VectorStore:
-        if self._vectors is None:
-            with self._lock:
-                if self._vectors is None:
-                    self._vectors = open_vector_store(self.settings)
-                    try:
-                        _warn_of_vectors_to_move(self._vectors, self.settings)
-                    except Exception:  # a hint only: it must never fail the caller
-                        log.warning("could not check the vector store's layout", exc_info=True)
-        return self._vectors
+        return self._open_once("_vectors", lambda: _open_vectors(self.settings))
 
     @property
     def vectors_open(self) -> bool:
@@ -73,37 +79,21 @@ class Runtime:
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = make_embedder(self.settings.embeddings)
-        return self._embedder
+        return self._open_once("_embedder", lambda: make_embedder(self.settings.embeddings))
 
     @property
     def extractor(self) -> Extractor:
-        if self._extractor is None:
-            with self._lock:
-                if self._extractor is None:
-                    self._extractor = _make_extractor(self.settings)
-        return self._extractor
+        return self._open_once("_extractor", lambda: _make_extractor(self.settings))
 
     @property
     def chat_model(self) -> ChatModel:
         """Raises ChatNotConfigured (503) when neither a chat nor an LLM endpoint is set."""
-        if self._chat_model is None:
-            with self._lock:
-                if self._chat_model is None:
-                    self._chat_model = ChatModel(self.settings)
-        return self._chat_model
+        return self._open_once("_chat_model", lambda: ChatModel(self.settings))
 
     @property
     def summarizer(self) -> Summarizer:
         """The compression summarizer: the LLM's when one is configured, else offline."""
-        if self._summarizer is None:
-            with self._lock:
-                if self._summarizer is None:
-                    self._summarizer = _make_summarizer(self.settings)
-        return self._summarizer
+        return self._open_once("_summarizer", lambda: _make_summarizer(self.settings))
 
     @summarizer.setter
     def summarizer(self, summarizer: Summarizer) -> None:
@@ -119,13 +109,16 @@ class Runtime:
         facts, so fact search and dedup never meet a message."""
         return self._user_vectors(tenant_id, user_id, "messages")
 
-    def history_of(self, *, tenant_id: str, user_id: str) -> UserHistory:
-        """The user's messages and the embedder, for history search and its indexing: each
-        opened when the search first needs it."""
-        return UserHistory(
-            messages=partial(self.messages_of, tenant_id=tenant_id, user_id=user_id),
-            embedder=lambda: self.embedder,
-        )
+    def messages_if_reachable(self, *, tenant_id: str, user_id: str) -> UserVectors | None:
+        """The user's messages, or None when this process cannot open the vector store (the
+        embedded folder is another process's): history search then answers from SQL alone."""
+        try:
+            return self.messages_of(tenant_id=tenant_id, user_id=user_id)
+        except Unavailable as exc:
+            log.warning(
+                "history search without vectors: %s", exc.message, extra={"user_id": user_id}
+            )
+            return None
 
     def _user_vectors(self, tenant_id: str, user_id: str, kind: Kind) -> UserVectors:
         q = self.settings.qdrant
@@ -147,6 +140,15 @@ class Runtime:
             self._chat_model.close()
             self._chat_model = None
         self.engine.dispose()
+
+
+def _open_vectors(settings: Settings) -> VectorStore:
+    store = open_vector_store(settings)
+    try:
+        _warn_of_vectors_to_move(store, settings)
+    except Exception:  # a hint only: it must never fail the caller
+        log.warning("could not check the vector store's layout", exc_info=True)
+    return store
 
 
 def _warn_of_vectors_to_move(store: VectorStore, settings: Settings) -> None:

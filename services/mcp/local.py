@@ -1,5 +1,5 @@
-"""The tools inside the API process (/mcp): the domain functions the /v1 routes call, reaching
-the users of the caller's key's tenant, as /v1 does."""
+"""The tools inside the API process (/mcp): the flows the /v1 routes call, one per tool,
+reaching the users of the caller's key's tenant, as /v1 does."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from shared.db.models import User
 from shared.extraction.schemas import FactType
 from shared.flows.build_context import build_context
 from shared.flows.forget import delete_memory
+from shared.flows.read_memories import list_memories
+from shared.flows.search_history import search_user_history
+from shared.flows.search_memories import search_memories
 from shared.flows.store_turn import TurnWriter
-from shared.memory.history.search import search_user_history
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
-from shared.memory.reader import list_memories
-from shared.memory.reader import search_memories as search_user_memories
 from shared.records.ingest import find_user
 from shared.records.models import TurnAccepted, TurnIn
 from shared.records.tenancy import Principal
@@ -36,9 +36,8 @@ class LocalBackend:
     async def search_memories(self, *, user_id: str, search: SearchIn) -> MemoriesPublic:
         return await self._as_user(
             user_id,
-            lambda session, user: search_user_memories(
-                embedder=self.runtime.embedder,
-                facts=self.runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+            lambda session, user: search_memories(
+                runtime=self.runtime,
                 session=session,
                 user=user,
                 query=search.query,
@@ -95,8 +94,7 @@ class LocalBackend:
         return await self._as_user(
             user_id,
             lambda session, user: search_user_history(
-                history=self.runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
-                context=self.runtime.settings.context,
+                runtime=self.runtime,
                 session=session,
                 user=user,
                 query=query,

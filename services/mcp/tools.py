@@ -18,8 +18,7 @@ from shared.context.models import ContextPublic
 from shared.errors import DomainError
 from shared.extraction.schemas import FactType
 from shared.inputs import ID_RULE, MAX_BUDGET_TOKENS, MAX_OFFSET, Identifier
-from shared.memory.history.search import MAX_AROUND
-from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
+from shared.memory.models import MAX_AROUND, MemoriesPublic, MessageHitsPublic, SearchIn
 from shared.records.models import MessageIn, TurnAccepted, TurnIn
 
 INSTRUCTIONS = (

@@ -60,8 +60,8 @@ def build_context(
             runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id), session, user, vector, cfg
         )
         if query:
-            hits, held = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
-            quarantined += held
+            hits, screened_out = _earlier_messages(runtime, session, user, query, vector, chat, cfg)
+            quarantined += screened_out
     history = _history(session, chat, name) if chat is not None else []
     return assemble(
         user=user.external_id if user else (user_external_id or ""),
@@ -133,7 +133,8 @@ def _earlier_messages(
 ) -> tuple[list[MessageHit], int]:
 
     hits = search_history(
-        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+        messages=runtime.messages_if_reachable(tenant_id=user.tenant_id, user_id=user.id),
+        embedder=runtime.embedder,
         context=cfg,
         session=session,
         user=user,

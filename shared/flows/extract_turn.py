@@ -76,7 +76,8 @@ def index_user_messages(
     """Write the messages into the user's message collection (index_messages, with the
     process's parts): a turn's first step here, and how a benchmark fills a history."""
     return index_messages(
-        history=runtime.history_of(tenant_id=tenant_id, user_id=user_id),
+        messages=runtime.messages_of(tenant_id=tenant_id, user_id=user_id),
+        embedder=runtime.embedder,
         engine=runtime.engine,
         read_engine=runtime.read_engine,
         locks=runtime.user_locks,

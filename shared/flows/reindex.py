@@ -45,7 +45,8 @@ def reindex_user(*, runtime: Runtime, session: Session, user: User, batch: int =
                 ]
             )
         messages = reindex_messages(
-            history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+            messages=runtime.messages_of(tenant_id=user.tenant_id, user_id=user.id),
+            embedder=runtime.embedder,
             session=session,
             user=user,
         )

@@ -18,6 +18,8 @@ from shared.errors import InvalidInput, NotFound
 from shared.flows.chat_turn import Enqueue
 from shared.flows.forget import delete_user
 from shared.flows.import_transcripts import import_lines
+from shared.flows.read_memories import list_memories
+from shared.flows.search_memories import search_memories
 from shared.inputs import ID_MAX_LENGTH
 from shared.mem0_compat.memories import (
     Mem0Hit,
@@ -40,8 +42,7 @@ from shared.mem0_compat.models import (
 )
 from shared.mem0_compat.typed import require_memory_text
 from shared.mem0_compat.writing import Mem0Record, write_records
-from shared.memory.reader import get_memory, list_memories
-from shared.memory.reader import search_memories as tiermem_search
+from shared.memory.reader import get_memory
 from shared.records.ingest import find_user, validate_content
 from shared.records.models import TranscriptLine
 from shared.records.outbox import send_committed
@@ -127,9 +128,8 @@ def search(*, runtime: Runtime, session: Session, tenant_id: str, body: SearchIn
     user = _user_or_none(session, tenant_id, body.owner())
     if user is None:
         return SearchOut(results=[])
-    found = tiermem_search(
-        embedder=runtime.embedder,
-        facts=runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+    found = search_memories(
+        runtime=runtime,
         session=session,
         user=user,
         query=body.query,

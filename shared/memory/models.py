@@ -12,6 +12,9 @@ from shared.db.models import Fact
 from shared.extraction.schemas import FactType
 from shared.inputs import RequestModel
 
+# How many messages a history hit shows before and after it, at most (`around`).
+MAX_AROUND = 5
+
 
 class MessageRef(BaseModel):
     """A stored message as clients see it: a history search hit, a memory's source."""

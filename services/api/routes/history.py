@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 
 from services.api.deps import RuntimeDep, SessionDep, UserDep
 from services.api.routing import ApiRoute
+from shared.flows.search_history import search_user_history
 from shared.inputs import ID_RULE, NON_BLANK_PATTERN, Identifier
-from shared.memory.history.search import MAX_AROUND, search_user_history
-from shared.memory.models import MessageHitsPublic
+from shared.memory.models import MAX_AROUND, MessageHitsPublic
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["history"], route_class=ApiRoute)
 
@@ -44,8 +44,7 @@ def search(
     """Messages fused from keyword (full-text) and meaning (vector) search, best first, each
     with its session, time, message id and external id, and its rank in each list."""
     return search_user_history(
-        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
-        context=runtime.settings.context,
+        runtime=runtime,
         session=session,
         user=user,
         query=q,

@@ -10,10 +10,10 @@ from services.api.deps import MemoryIdPath, RuntimeDep, SessionDep, UserDep
 from services.api.routing import ApiRoute
 from shared.extraction.schemas import FactType
 from shared.flows.forget import delete_memory, delete_user
+from shared.flows.read_memories import export_user, list_memories, memory_by_id
+from shared.flows.search_memories import search_memories
 from shared.inputs import MAX_OFFSET
 from shared.memory.models import MemoriesPublic, MemoryPublic, SearchIn, UserDeleted, UserExport
-from shared.memory.reader import get_memory, list_memories, memories_public, search_memories
-from shared.memory.user_rows import export_user
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"], route_class=ApiRoute)
 
@@ -46,8 +46,7 @@ def search(
     body: SearchIn, user: UserDep, session: SessionDep, runtime: RuntimeDep
 ) -> MemoriesPublic:
     return search_memories(
-        embedder=runtime.embedder,
-        facts=runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id),
+        runtime=runtime,
         session=session,
         user=user,
         query=body.query,
@@ -59,10 +58,7 @@ def search(
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic)
 def read_memory(memory_id: MemoryIdPath, user: UserDep, session: SessionDep) -> MemoryPublic:
-    [memory] = memories_public(
-        session, [get_memory(session=session, user=user, memory_id=memory_id)]
-    )
-    return memory
+    return memory_by_id(session=session, user=user, memory_id=memory_id)
 
 
 @router.delete("/memories/{memory_id}", status_code=204)

@@ -1,7 +1,7 @@
 """History search: a user's earlier messages by keyword and meaning, fused by rank.
 
 The vector engine answers both (ADR 0013): the extraction worker writes each message into
-the user's message collection (`UserHistory.messages`, point id = message id) with a dense
+the user's message collection (point id = message id) with a dense
 vector of "(8 May 2023) Ana: <content>" and a BM25 sparse vector of its words, and one
 request returns the user's best 4k by meaning and by words. Messages the engine does not
 hold yet (`Message.indexed_at` unset: the worker is behind) are found by SQL full-text,
@@ -18,7 +18,7 @@ fused by score (ADR 0014: BM25 over the best candidate's + a weight × cosine, p
 when the query names the speaker), SQL full-text's by reciprocal rank (its scores do not
 compare with the engine's). Every hit keeps its rank and score in each list.
 
-The modules: `collection` (the user's message collection, opened on first use),
+The modules: `collection` (whether the user's message collection holds the words),
 `indexing` (the worker writing messages into it), `words` (a query's terms), `fulltext`
 (SQL full-text), `fusion` (the lists fused: pure functions) and `search` (the search
 itself and the hits clients see).

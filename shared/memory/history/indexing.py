@@ -13,10 +13,10 @@ from sqlmodel import Session, col, select
 from shared.db.models import Message, User, utcnow
 from shared.embeddings import CachedEmbedder, Embedder, Vectors
 from shared.extraction.prefilter import is_small_talk
-from shared.memory.history.collection import UserHistory, holds_words
+from shared.memory.history.collection import holds_words
 from shared.memory.locks import UserLocks
 from shared.vectors import Vector, VectorPoint
-from shared.vectors.scope import SESSION_FIELD
+from shared.vectors.scope import SESSION_FIELD, UserVectors
 from shared.vectors.sparse import blended_terms
 
 INDEXED_ROLES = ("user", "assistant")
@@ -175,7 +175,8 @@ def turn_message_ids(*, read_engine: Engine, message_id: str, reply_id: str | No
 
 def index_messages(
     *,
-    history: UserHistory,
+    messages: UserVectors,
+    embedder: Embedder,
     engine: Engine,
     read_engine: Engine,
     locks: UserLocks,
@@ -203,7 +204,6 @@ def index_messages(
         around = messages_around(session, [*rows, *answered])
     if not rows:
         return 0
-    messages, embedder = history.messages(), history.embedder()
     # The messages before them are written again with the words after them; their dense
     # vectors are read back rather than embedded again.
     kept = {h.id: h.vector for h in messages.retrieve([m.id for m in answered], with_vectors=True)}
@@ -222,8 +222,8 @@ def index_messages(
         if points:
             messages.ensure(embedder.dim)  # sparse-only points cannot make it
             messages.upsert(points)
-        held = holds_words(messages)
-    if held:
+        words_kept = holds_words(messages)
+    if words_kept:
         # Every row handled, pointless ones too (no terms, no meaning): nothing more of
         # them is findable, and an unmarked row would keep full-text busy for the user.
         with Session(engine) as session:
@@ -233,11 +233,15 @@ def index_messages(
 
 
 def reindex_messages(
-    *, history: UserHistory, session: Session, user: User, batch: int = 256
+    *,
+    messages: UserVectors,
+    embedder: Embedder,
+    session: Session,
+    user: User,
+    batch: int = 256,
 ) -> int:
     """Rebuild the user's message collection from SQL; the caller holds the user's lock.
     Until done, SQL full-text finds the user's messages by their words."""
-    messages, embedder = history.messages(), history.embedder()
     session.execute(update(Message).where(col(Message.user_id) == user.id).values(indexed_at=None))
     session.commit()
     messages.drop()

@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy import Select, bindparam
 from sqlalchemy import select as sa_select
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from shared.config import ContextSettings
 from shared.db.models import ChatSession, Message, User
-from shared.errors import InvalidInput, Unavailable
-from shared.inputs import BLANK
-from shared.memory.history.collection import UserHistory, holds_words
+from shared.embeddings import Embedder
+from shared.errors import Unavailable
+from shared.memory.history.collection import holds_words
 from shared.memory.history.fulltext import keyword_search, unindexed_keyword_ranks
 from shared.memory.history.fusion import (
     Fused,
@@ -23,9 +23,9 @@ from shared.memory.history.fusion import (
     reciprocal_rank_fusion,
     with_speakers_named,
 )
-from shared.memory.models import MessageHit, MessageHitsPublic, MessageRef
-from shared.vectors import Vector
-from shared.vectors.scope import SESSION_FIELD
+from shared.memory.models import MAX_AROUND, MessageHit, MessageRef
+from shared.vectors import HybridHits, Vector
+from shared.vectors.scope import SESSION_FIELD, UserVectors
 from shared.vectors.sparse import query_terms
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ _HIT_ROWS: Select[*tuple[Any, ...]] = (
 
 def search_history(
     *,
-    history: UserHistory,
+    messages: UserVectors | None,
+    embedder: Embedder | None,
     context: ContextSettings,
     session: Session,
     user: User,
@@ -75,29 +76,25 @@ def search_history(
 ) -> list[MessageHit]:
     """The user's k earlier messages most relevant to the query, from any session.
 
-    `exclude_session_id` is an internal session id (the current session, whose history the
-    caller shows anyway); `query_vector` saves embedding the query a second time when the
-    caller already did. Rows are read from SQL, so a message deleted a moment ago is never
-    returned even if its vector lingers.
+    `messages` is the user's message collection, None when this process cannot reach the
+    vector store (the embedded folder is another's): SQL full-text answers alone then, and
+    `embedder` may be None too. `exclude_session_id` is an internal session id (the current
+    session, whose history the caller shows anyway); `query_vector` saves embedding the
+    query a second time when the caller already did. Rows are read from SQL, so a message
+    deleted a moment ago is never returned even if its vector lingers.
     """
     if k <= 0 or not query.strip():
         return []
     depth = candidate_depth(k)
+    found: HybridHits | None = None
     dense: list[str] = []  # by meaning, for the SQL path
     try:
-        messages = history.messages()
-        vector = query_vector if query_vector is not None else history.embedder().embed([query])[0]
-        excluded = {SESSION_FIELD: exclude_session_id} if exclude_session_id else None
-        found = messages.hybrid_search(vector, query_terms(query), limit=depth, exclude=excluded)
-        if found is None:  # no collection yet, or one made before sparse vectors
-            holds_words(messages)
-            # Over-fetch when excluding: such a collection has no session index to filter
-            # on; the current session's messages are dropped once their rows are read.
-            limit = depth * 2 if exclude_session_id else depth
-            dense = [h.id for h in messages.search(vector, limit=limit)]
+        if messages is not None:
+            found, dense = _engine_lists(
+                messages, embedder, query, query_vector, depth, exclude_session_id
+            )
     except Unavailable as exc:  # e.g. the embedded folder is another process's
         log.warning("history search without vectors: %s", exc.message, extra={"user_id": user.id})
-        found = None
     if found is None:
         return search_history_in_sql(
             rrf_k=context.rrf_k,
@@ -123,7 +120,30 @@ def search_history(
     return _hits(ranked, rows)
 
 
-MAX_AROUND = 5
+def _engine_lists(
+    messages: UserVectors,
+    embedder: Embedder | None,
+    query: str,
+    query_vector: Vector | None,
+    depth: int,
+    exclude_session_id: str | None,
+) -> tuple[HybridHits | None, list[str]]:
+    """The engine's dense and BM25 lists in one request; when the collection cannot answer
+    them (none yet, or made before sparse vectors), None and its ids nearest by meaning."""
+    if query_vector is not None:
+        vector = query_vector
+    else:
+        assert embedder is not None, "search_history needs an embedder or a query_vector"
+        vector = embedder.embed([query])[0]
+    excluded = {SESSION_FIELD: exclude_session_id} if exclude_session_id else None
+    found = messages.hybrid_search(vector, query_terms(query), limit=depth, exclude=excluded)
+    if found is not None:
+        return found, []
+    holds_words(messages)
+    # Over-fetch when excluding: such a collection has no session index to filter on; the
+    # current session's messages are dropped once their rows are read.
+    limit = depth * 2 if exclude_session_id else depth
+    return None, [h.id for h in messages.search(vector, limit=limit)]
 
 
 def with_exchange(
@@ -161,44 +181,6 @@ def with_exchange(
         after = [by_spot[(sid, s)] for s in range(seq + 1, seq + around + 1) if (sid, s) in by_spot]
         out.append(hit.model_copy(update={"before": before, "after": after}))
     return out
-
-
-def search_user_history(
-    *,
-    history: UserHistory,
-    context: ContextSettings,
-    session: Session,
-    user: User,
-    query: str,
-    k: int = 10,
-    exclude_session_external_id: str | None = None,
-    around: int = 0,
-) -> MessageHitsPublic:
-    """What `GET /v1/users/{id}/history/search` answers: the user's best k earlier messages,
-    leaving out one of their sessions by its external id, each hit with its exchange."""
-    if not query.strip(BLANK):
-        raise InvalidInput("q is blank; send the words or question to search for")
-    excluded: str | None = None
-    if exclude_session_external_id:
-        # A session of another user, or none at all, has nothing here to leave out.
-        excluded = session.exec(
-            select(ChatSession.id).where(
-                ChatSession.tenant_id == user.tenant_id,
-                ChatSession.user_id == user.id,
-                ChatSession.external_id == exclude_session_external_id,
-            )
-        ).first()
-    hits = search_history(
-        history=history,
-        context=context,
-        session=session,
-        user=user,
-        query=query,
-        k=k,
-        exclude_session_id=excluded,
-    )
-    hits = with_exchange(session, user, hits, around)
-    return MessageHitsPublic(data=hits, count=len(hits))
 
 
 def _ref(row: Any) -> MessageRef:

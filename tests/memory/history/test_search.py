@@ -43,7 +43,8 @@ PET_MESSAGE = "My dog Rex chewed the sofa while we were out."
 def _search(*, runtime: Runtime, user: User, **options: Any) -> list[MessageHit]:
     """search_history with the runtime's parts for the user, as the context builder passes them."""
     return search_history(
-        history=runtime.history_of(tenant_id=user.tenant_id, user_id=user.id),
+        messages=runtime.messages_if_reachable(tenant_id=user.tenant_id, user_id=user.id),
+        embedder=runtime.embedder,
         context=runtime.settings.context,
         user=user,
         **options,
