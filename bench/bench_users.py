@@ -104,14 +104,14 @@ def load(folder: Path, qdrant: dict[str, str], users: int, seed: int = 7) -> flo
                                      created_at=said[j]) for j in range(MESSAGES)],
             )  # fmt: skip
             first_user = next(m for m in result.messages if m.role == "user")
-            prov = writer.Provenance(
+            provenance = writer.Provenance(
                 tenant_id=tenant.id, user_id=result.user_id, session_id=result.session_id,
                 message_ids=(first_user.id,), seen_at=said[0], extractor="offline",
                 extractor_version="bench", model=None,
             )  # fmt: skip
             stream = fact_stream(rng, f"Person{i}")
             rows = [
-                writer._new_row(next(stream).fact, prov) for _ in range(FACTS)
+                writer._new_row(next(stream).fact, provenance) for _ in range(FACTS)
             ]  # the writer's row
             session.add_all(rows)
             session.flush()

@@ -266,7 +266,7 @@ def writer_facts(
                 facts_vectors=facts_vectors,
                 facts=[f.fact for f in batch],
                 embeddings=vectors,
-                prov=_provenance(tenant_id, loaded, rng),
+                provenance=_provenance(tenant_id, loaded, rng),
                 dedup_threshold=runtime.settings.extraction.dedup_threshold,
             )
         loaded.merged += len(out.merged)
@@ -325,7 +325,7 @@ def bulk_facts(
         item = pending.pop(0)
         fact = item.fact
         vector = cache.get([fact.content])[0]
-        prov = _provenance(tenant_id, loaded, rng)
+        provenance = _provenance(tenant_id, loaded, rng)
         target_row: Fact | None = None
         positions, matrix = by_type.get(fact.type, ([], np.zeros((0, cache.dim), np.float32)))
         if not fact.slot and positions:
@@ -338,10 +338,10 @@ def bulk_facts(
                     target_row = candidate
                     break
         if target_row is not None:
-            writer._merge(target_row, fact, prov)  # the writer's own merge
+            writer._merge(target_row, fact, provenance)  # the writer's own merge
             loaded.merged += 1
             continue
-        row = writer._new_row(fact, prov)  # the writer's own row
+        row = writer._new_row(fact, provenance)  # the writer's own row
         row.quarantine_reason = scan(row.content)  # None for this data; kept for fidelity
         if len(positions) == len(matrix):  # grow by doubling
             matrix = np.concatenate(

@@ -75,11 +75,13 @@ def compress(
     Below the trigger (and not `force`) nothing happens. `fallback` must be the offline
     extractive summarizer (or another that always keeps to max_tokens).
     """
-    loop = _Loop(config, summarizer, fallback, focus, on_step, run_id)
-    return loop.run(state, force=force)
+    compression = _CompressionRun(config, summarizer, fallback, focus, on_step, run_id)
+    return compression.run(state, force=force)
 
 
-class _Loop:
+class _CompressionRun:
+    """One run of the loop: its settings, summarizers, numbers and the state committed last."""
+
     def __init__(
         self,
         cfg: CompressionSettings,

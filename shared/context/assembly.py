@@ -105,10 +105,10 @@ def rank_memories(
         rows = [FactView(*r) for r in session.execute(query)]
         similarity = {r.id: 1.0 for r in rows}
     scored: list[tuple[FactView, float]] = []
-    held = 0
+    quarantined = 0
     for row in rows:
         if row.quarantine_reason:
-            held += 1
+            quarantined += 1
             continue
         age_days = max(0.0, (now - row.last_seen_at).total_seconds() / 86400)
         recency = 0.5 ** (age_days / cfg.recency_half_life_days)
@@ -126,7 +126,7 @@ def rank_memories(
     for row in dropped:
         CONTRADICTIONS_DROPPED.labels(type=row.type).inc()
     best = [pair for pair in scored if pair[0].id not in stale]
-    return best[: cfg.max_memories], held, len(dropped)
+    return best[: cfg.max_memories], quarantined, len(dropped)
 
 
 def _contradicted(rows: Iterable[FactView]) -> set[str]:

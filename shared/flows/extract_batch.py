@@ -26,6 +26,7 @@ from shared.flows.extract_turn import (
     RunOutcome,
     batch_rule,
     claim_run,
+    decide_compression,
     fail_run,
     guarded,
     reads_context,
@@ -50,8 +51,9 @@ def collect_session(runtime: Runtime, session_id: str) -> list[list[str]]:
 def run_batch_extraction(
     runtime: Runtime, run_ids: list[str], *, last_attempt: bool = True, worker: str | None = None
 ) -> list[RunOutcome]:
-    """Each run's outcome, in order; the runs already finished return theirs at once.
-    Raises TransientError (after recording it on every run left) when a retry may help."""
+    """Each run's outcome, in order, `compress_next` decided once per session; the runs
+    already finished return theirs at once. Raises TransientError (after recording it on
+    every run left) when a retry may help."""
     started = time.perf_counter()
     outcomes: dict[str, RunOutcome] = {}
     claimed: list[tuple[TurnInput, ExtractionRun]] = []
@@ -64,7 +66,7 @@ def run_batch_extraction(
     if claimed:
         for outcome in _extract(runtime, claimed, started=started, last_attempt=last_attempt):
             outcomes[outcome.run_id] = outcome
-    return [outcomes[run_id] for run_id in run_ids]
+    return decide_compression(runtime, [outcomes[run_id] for run_id in run_ids])
 
 
 def _extract(

@@ -23,6 +23,7 @@ from shared.db.models import ChatSession, ExtractionRun, Message, User, utcnow
 from shared.errors import DomainError, PermanentError, TransientError, Unavailable
 from shared.extraction.base import ExtractionResult, TurnInput
 from shared.extraction.batch import BatchExtractor
+from shared.flows.compress_session import over_trigger
 from shared.memory.history.indexing import index_messages, turn_message_ids
 from shared.memory.reader import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
@@ -58,9 +59,11 @@ class RunOutcome:
     added: int = 0
     merged: int = 0
     superseded: int = 0
-    # Set when this run processed a turn with an assistant reply: the session's history
-    # grew, so the worker queues a compression check for it.
-    compress_session_id: str | None = None
+    # The session whose history this run grew (a live turn with an assistant reply).
+    history_grew_session_id: str | None = None
+    # That history is now over its compression trigger: the worker queues the session's
+    # compression (decided here, once per session for a batch: `decide_compression`).
+    compress_next: bool = False
     # Set when the run was parked ("waiting", ADR 0024): its session's batch is due in this
     # many seconds (0: now), so the worker sends the session's batch check then.
     batch_session_id: str | None = None
@@ -114,7 +117,22 @@ def run_extraction(
         read = with_known_facts(runtime, run, turn) if reads_context(runtime) else turn
         return settle(runtime, run, read, runtime.extractor.extract(read), started=started)
 
-    return guarded(runtime, run, extract, last_attempt=last_attempt)
+    return decide_compression(runtime, [guarded(runtime, run, extract, last_attempt=last_attempt)])[
+        0
+    ]
+
+
+def decide_compression(runtime: Runtime, outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """The outcomes, `compress_next` set on those whose session's history is now over its
+    compression trigger. Every path that stores a reply (turns, chat, imports) ends in an
+    extraction run, so compression is checked once per turn (once per session for a batch)
+    without each route having to remember it; the check (a few SQL sums) is cheaper than a
+    task that would mostly find nothing to do."""
+    for session_id in {o.history_grew_session_id for o in outcomes if o.history_grew_session_id}:
+        if over_trigger(runtime, session_id):
+            for outcome in outcomes:
+                outcome.compress_next |= outcome.history_grew_session_id == session_id
+    return outcomes
 
 
 def batching(runtime: Runtime) -> bool:
@@ -192,7 +210,7 @@ def settle(
     dropped, or its facts written under the user's lock; the run finished accordingly."""
     run_id = run.id
     replay = run.replay_job_id is not None
-    grown = run.session_id if run.reply_message_id and not replay else None
+    history_grew = run.session_id if run.reply_message_id and not replay else None
     if run.replay_mode in STAGING_MODES and not result.skipped_reason:
         # A dry run or rebuild keeps what it extracted; the job diffs or swaps it in
         # once every turn of the user is extracted (shared.flows.replay_extraction).
@@ -203,7 +221,7 @@ def settle(
     if result.skipped_reason or not result.facts:
         status = "skipped" if result.skipped_reason else "done"
         outcome = RunOutcome(
-            run_id, DROPPED if result.all_dropped else status, compress_session_id=grown
+            run_id, DROPPED if result.all_dropped else status, history_grew_session_id=history_grew
         )
         fields = _result_fields(result)
         if result.all_dropped:
@@ -211,7 +229,7 @@ def settle(
         _finish(runtime, run_id, outcome, result_fields=fields, started=started)
         return outcome
     embeddings = runtime.embedder.embed([f.content for f in result.facts])
-    prov = provenance_for(
+    provenance = provenance_for(
         run,
         seen_at=turn.session_date,
         extractor=result.extractor,
@@ -225,7 +243,7 @@ def settle(
             facts_vectors=facts_vectors,
             facts=result.facts,
             embeddings=embeddings,
-            prov=prov,
+            provenance=provenance,
             dedup_threshold=runtime.settings.extraction.dedup_threshold,
         )
     outcome = RunOutcome(
@@ -234,7 +252,7 @@ def settle(
         added=len(written.added),
         merged=len(written.merged),
         superseded=len(written.superseded),
-        compress_session_id=grown,
+        history_grew_session_id=history_grew,
     )
     _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
     return outcome
@@ -287,7 +305,9 @@ def fail_run(
     if retry:
         raise TransientError(exc.message) from exc
     return RunOutcome(
-        run.id, "failed", compress_session_id=(run.session_id if run.reply_message_id else None)
+        run.id,
+        "failed",
+        history_grew_session_id=(run.session_id if run.reply_message_id else None),
     )
 
 

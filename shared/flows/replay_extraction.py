@@ -263,7 +263,7 @@ def _staged_turns(runtime: Runtime, staged: Sequence[ExtractionRun]) -> list[Tur
         if not facts:
             continue
         vectors = runtime.embedder.embed([f.content for f in facts])
-        prov = Provenance(
+        provenance = Provenance(
             tenant_id=run.tenant_id,
             user_id=run.user_id,
             session_id=run.session_id,
@@ -273,7 +273,7 @@ def _staged_turns(runtime: Runtime, staged: Sequence[ExtractionRun]) -> list[Tur
             extractor_version=payload.get("extractor_version") or "",
             model=payload.get("model"),
         )
-        out.append((run, facts, vectors, prov))
+        out.append((run, facts, vectors, provenance))
     return out
 
 
@@ -293,10 +293,10 @@ def _apply_all(runtime: Runtime, session: Session, turns: Sequence[Turn]) -> lis
             facts_vectors=_facts_of(runtime, run),
             facts=facts,
             embeddings=vectors,
-            prov=prov,
+            provenance=provenance,
             dedup_threshold=threshold,
         )  # fmt: skip
-        for run, facts, vectors, prov in turns
+        for run, facts, vectors, provenance in turns
     ]
 
 

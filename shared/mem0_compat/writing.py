@@ -95,7 +95,7 @@ def _write_user(
     with runtime.user_locks.hold(user.id):
         start = 0
         for record, facts in typed:
-            prov = Provenance(
+            provenance = Provenance(
                 tenant_id=user.tenant_id,
                 user_id=user.id,
                 session_id=SOURCE_SESSION,
@@ -110,7 +110,7 @@ def _write_user(
                 facts_vectors=facts_vectors,
                 facts=facts,
                 embeddings=vectors[start : start + len(facts)],
-                prov=prov,
+                provenance=provenance,
                 dedup_threshold=runtime.settings.extraction.dedup_threshold,
             )
             start += len(facts)

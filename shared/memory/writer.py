@@ -74,7 +74,7 @@ def write_facts(
     facts_vectors: UserVectors,
     facts: Sequence[TypedFact],
     embeddings: np.ndarray,
-    prov: Provenance,
+    provenance: Provenance,
     dedup_threshold: float,
 ) -> WriteOutcome:
     """Apply the facts to SQL (committed here), then mirror the change into the vector store."""
@@ -83,14 +83,14 @@ def write_facts(
         facts_vectors=facts_vectors,
         facts=facts,
         embeddings=embeddings,
-        prov=prov,
+        provenance=provenance,
         dedup_threshold=dedup_threshold,
     )
     session.commit()
     mirror_to_vectors(
         session=session,
         facts_vectors=facts_vectors,
-        user_id=prov.user_id,
+        user_id=provenance.user_id,
         outcomes=[outcome],
     )
     return outcome
@@ -102,7 +102,7 @@ def apply_facts(
     facts_vectors: UserVectors,
     facts: Sequence[TypedFact],
     embeddings: np.ndarray,
-    prov: Provenance,
+    provenance: Provenance,
     dedup_threshold: float,
 ) -> WriteOutcome:
     """The SQL half of write_facts: flushed, not committed. A replay's rebuild applies many
@@ -120,27 +120,29 @@ def apply_facts(
     # FOR NO KEY UPDATE: it excludes another writer of this user, but not the KEY SHARE
     # lock an INSERT referencing the user takes, so the API's turn writer, which stores
     # every user's turns, never waits behind a memory write.
-    session.exec(select(User.id).where(User.id == prov.user_id).with_for_update(key_share=True))
+    session.exec(
+        select(User.id).where(User.id == provenance.user_id).with_for_update(key_share=True)
+    )
     outcome = WriteOutcome()
     to_upsert = outcome.vectors
     # Facts added earlier in this same batch: not yet in the vector store.
     batch: list[tuple[Fact, np.ndarray]] = []
 
     for fact, vector, hits in zip(facts, embeddings, neighbours, strict=True):
-        target = _find_duplicate(session, fact, vector, hits, batch, prov, dedup_threshold)
+        target = _find_duplicate(session, fact, vector, hits, batch, provenance, dedup_threshold)
         if target is not None:
-            if _merge(target, fact, prov):
+            if _merge(target, fact, provenance):
                 outcome.merged.append(target.id)
             else:
                 outcome.unchanged.append(target.id)
             if target.id == fact_id(
-                user_id=prov.user_id, message_id=prov.message_ids[0], fact=fact
+                user_id=provenance.user_id, message_id=provenance.message_ids[0], fact=fact
             ):
                 to_upsert[target.id] = vector  # ours: make sure the vector store has it
             session.add(target)
             continue
 
-        new = _new_row(fact, prov)
+        new = _new_row(fact, provenance)
         existing = session.get(Fact, new.id)
         if existing is not None:
             # A rerun of this message: its fact was recorded (and, not being found active
@@ -153,8 +155,8 @@ def apply_facts(
             new.slot = None  # parked: a flagged fact neither retires nor is retired by a clean one
         # a flagged ending ends nothing: it is stored as any flagged fact is
         ending = fact.ended and new.quarantine_reason is None
-        rival = None if ending else _active_in_slot(session, prov.user_id, new.slot)
-        if rival is not None and rival.id != new.id and rival.first_seen_at > prov.seen_at:
+        rival = None if ending else _active_in_slot(session, provenance.user_id, new.slot)
+        if rival is not None and rival.id != new.id and rival.first_seen_at > provenance.seen_at:
             # An older statement processed late (an imported transcript, a replay): it is
             # history, recorded as already replaced by the newer value, which stays.
             new.valid_to = rival.first_seen_at
@@ -164,13 +166,15 @@ def apply_facts(
             outcome.added.append(new.id)
             continue
         if ending:
-            outcome.superseded += _apply_ending(session, new, prov)
+            outcome.superseded += _apply_ending(session, new, provenance)
         else:
             retired = [rival] if rival is not None and rival.id != new.id else []
             # an ending in the slot is the rival already: each retired once
-            retired += [e for e in _endings_reopened_by(session, new, prov) if e not in retired]
+            retired += [
+                e for e in _endings_reopened_by(session, new, provenance) if e not in retired
+            ]
             for old in retired:
-                _retire(session, old, by=new, at=prov.seen_at)
+                _retire(session, old, by=new, at=provenance.seen_at)
             outcome.superseded += [old.id for old in retired]
         session.add(new)
         session.flush()
@@ -219,13 +223,13 @@ def _find_duplicate(
     vector: np.ndarray,
     hits: Sequence[VectorHit],
     batch: list[tuple[Fact, np.ndarray]],
-    prov: Provenance,
+    provenance: Provenance,
     threshold: float,
 ) -> Fact | None:
     digest = content_hash(fact.content)
     exact = session.exec(
         select(Fact).where(
-            Fact.user_id == prov.user_id,
+            Fact.user_id == provenance.user_id,
             Fact.content_hash == digest,
             col(Fact.valid_to).is_(None),
         )
@@ -233,7 +237,7 @@ def _find_duplicate(
     if exact is not None:
         return exact
     if fact.slot and not fact.ended:  # a second ending of a slot is its own statement
-        rival = _active_in_slot(session, prov.user_id, fact.slot)
+        rival = _active_in_slot(session, provenance.user_id, fact.slot)
         if rival is not None:
             same = normalize(rival.slot_value or "") == normalize(fact.slot_state())
             return rival if same else None  # a different value supersedes (caller)
@@ -275,16 +279,22 @@ _COMPANIONS = {
 }
 
 
-def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]:
+def _apply_ending(session: Session, ending: Fact, provenance: Provenance) -> list[str]:
     """Retire the active facts `ending` ends; returns their ids. The ending takes their slot
     (the slot's state is now "ended", until a new value comes); when it matches no active
     value while its slot holds another ("quit Siemens" after "works at SAP"), it is history
     only and holds no slot, so it cannot retire that other value."""
     types = ("identity", "fact", "relationship") if any_attribute(ending) else (ending.type,)
-    held = [f for f in _active_of_type(session, prov.user_id, *types) if _said_before(f, prov)]
-    targets = [f for f in held if ends(ending, f)]
-    targets += [f for f in held if f not in targets and any(_companions(t, f) for t in targets)]
-    when = prov.seen_at
+    active_before = [
+        f
+        for f in _active_of_type(session, provenance.user_id, *types)
+        if _said_before(f, provenance)
+    ]
+    targets = [f for f in active_before if ends(ending, f)]
+    targets += [
+        f for f in active_before if f not in targets and any(_companions(t, f) for t in targets)
+    ]
+    when = provenance.seen_at
     if ending.valid_from is not None and ending.valid_from < when:
         when = ending.valid_from  # "Rex died in March", said in April
     for target in targets:
@@ -292,16 +302,16 @@ def _apply_ending(session: Session, ending: Fact, prov: Provenance) -> list[str]
     slots = {t.slot for t in targets if ends(ending, t)}
     if len(slots) == 1:
         ending.slot = slots.pop()  # "broke up with Tom" closes the slot "boyfriend:tom"
-    if _active_in_slot(session, prov.user_id, ending.slot) is not None:
+    if _active_in_slot(session, provenance.user_id, ending.slot) is not None:
         ending.slot = None
     return [t.id for t in targets]
 
 
-def _said_before(fact: Fact, prov: Provenance) -> bool:
+def _said_before(fact: Fact, provenance: Provenance) -> bool:
     """Whether the ending being written can end `fact`: not when the fact was last said
     after it (an old transcript imported late) or in the same message ("works at Siemens
     Healthineers, quit Siemens" ends nothing of its own)."""
-    return fact.last_seen_at <= prov.seen_at and prov.message_ids[0] not in (
+    return fact.last_seen_at <= provenance.seen_at and provenance.message_ids[0] not in (
         fact.source_message_ids
     )
 
@@ -318,14 +328,14 @@ def _companions(retired: Fact, other: Fact) -> bool:
     )
 
 
-def _endings_reopened_by(session: Session, new: Fact, prov: Provenance) -> list[Fact]:
+def _endings_reopened_by(session: Session, new: Fact, provenance: Provenance) -> list[Fact]:
     """Active endings that `new` says again: "back into F1" after "stopped watching F1"."""
     if not new.slot:
         return []
     return [
         f
-        for f in _active_of_type(session, prov.user_id, new.type, endings_only=True)
-        if f.first_seen_at <= prov.seen_at and reopens(new, f)
+        for f in _active_of_type(session, provenance.user_id, new.type, endings_only=True)
+        if f.first_seen_at <= provenance.seen_at and reopens(new, f)
     ]
 
 
@@ -370,31 +380,31 @@ def _retired_by(session: Session, user_id: str, ids: list[str]) -> list[str]:
     return list(rows)
 
 
-def _merge(target: Fact, fact: TypedFact, prov: Provenance) -> bool:
+def _merge(target: Fact, fact: TypedFact, provenance: Provenance) -> bool:
     """Union the provenance. Returns False when this message was already counted (a rerun)."""
-    if prov.message_ids[0] in target.source_message_ids:
+    if provenance.message_ids[0] in target.source_message_ids:
         return False
-    target.source_message_ids = [*target.source_message_ids, *prov.message_ids]
-    if prov.session_id not in target.source_session_ids:
-        target.source_session_ids = [*target.source_session_ids, prov.session_id]
+    target.source_message_ids = [*target.source_message_ids, *provenance.message_ids]
+    if provenance.session_id not in target.source_session_ids:
+        target.source_session_ids = [*target.source_session_ids, provenance.session_id]
     target.mention_count += 1
-    target.last_seen_at = max(target.last_seen_at, prov.seen_at)
+    target.last_seen_at = max(target.last_seen_at, provenance.seen_at)
     target.confidence = max(target.confidence, fact.confidence)
     target.tags = sorted(set(target.tags) | set(fact.tags))
     target.updated_at = utcnow()
     return True
 
 
-def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
+def _new_row(fact: TypedFact, provenance: Provenance) -> Fact:
     valid_from = (
         dt.datetime.combine(fact.valid_from, dt.time(), tzinfo=dt.UTC)
         if fact.valid_from
-        else prov.seen_at
+        else provenance.seen_at
     )
     return Fact(
-        id=fact_id(user_id=prov.user_id, message_id=prov.message_ids[0], fact=fact),
-        tenant_id=prov.tenant_id,
-        user_id=prov.user_id,
+        id=fact_id(user_id=provenance.user_id, message_id=provenance.message_ids[0], fact=fact),
+        tenant_id=provenance.tenant_id,
+        user_id=provenance.user_id,
         type=fact.type,
         content=fact.content,
         content_hash=content_hash(fact.content),
@@ -405,13 +415,13 @@ def _new_row(fact: TypedFact, prov: Provenance) -> Fact:
         tags=list(fact.tags),
         confidence=fact.confidence,
         valid_from=valid_from,
-        source_session_ids=[prov.session_id],
-        source_message_ids=list(prov.message_ids),
-        extractor=prov.extractor,
-        extractor_version=prov.extractor_version,
-        model=prov.model,
-        first_seen_at=prov.seen_at,
-        last_seen_at=prov.seen_at,
+        source_session_ids=[provenance.session_id],
+        source_message_ids=list(provenance.message_ids),
+        extractor=provenance.extractor,
+        extractor_version=provenance.extractor_version,
+        model=provenance.model,
+        first_seen_at=provenance.seen_at,
+        last_seen_at=provenance.seen_at,
     )
 
 

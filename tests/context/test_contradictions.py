@@ -58,7 +58,7 @@ def store(runtime: Runtime, *said: Said, user: str = "ana") -> None:
         session.flush()  # no ORM relationships: the owner's row goes in first
         rows = []
         for i, s in enumerate(said):
-            prov = Provenance(
+            provenance = Provenance(
                 tenant_id=tenant.id,
                 user_id=owner.id,
                 session_id="s-old",
@@ -69,7 +69,7 @@ def store(runtime: Runtime, *said: Said, user: str = "ana") -> None:
                 model=None,
             )
             # the writer's own row (private, but the point is to store what it stores)
-            row = writer._new_row(typed_fact_adapter.validate_python(s.item), prov)
+            row = writer._new_row(typed_fact_adapter.validate_python(s.item), provenance)
             row.slot = s.slot or row.slot
             rows.append(row)
         session.add_all(rows)

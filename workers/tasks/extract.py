@@ -7,10 +7,8 @@ from typing import Any
 
 from celery import Celery, Task, shared_task
 
-from shared.flows.compress_session import over_trigger
 from shared.flows.extract_batch import collect_session, run_batch_extraction
 from shared.flows.extract_turn import RunOutcome, run_extraction
-from shared.runtime import Runtime
 from workers.celery_app import TransientRetry, is_last_attempt
 from workers.queues import EXTRACT_BATCH, EXTRACT_SESSION, EXTRACT_TURN
 from workers.runtime import get_runtime
@@ -19,14 +17,13 @@ from workers.tasks.compress import enqueue_compression
 
 @shared_task(name=EXTRACT_TURN, base=TransientRetry, bind=True)
 def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
-    runtime = get_runtime()
     outcome = run_extraction(
-        runtime, run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
+        get_runtime(), run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
     )
     if outcome.batch_session_id is not None and outcome.batch_due_in_s is not None:
         # Parked: the session's batch check, now or once the session has been quiet.
         enqueue_session_check(self.app, outcome.batch_session_id, outcome.batch_due_in_s)
-    _compress_if_grown(self.app, runtime, [outcome])
+    _compress_next(self.app, [outcome])
     return outcome.as_dict()
 
 
@@ -40,21 +37,18 @@ def extract_session_task(self: Task, session_id: str) -> list[list[str]]:
 
 @shared_task(name=EXTRACT_BATCH, base=TransientRetry, bind=True)
 def extract_batch_task(self: Task, run_ids: list[str]) -> list[dict[str, Any]]:
-    runtime = get_runtime()
     outcomes = run_batch_extraction(
-        runtime, run_ids, last_attempt=is_last_attempt(self), worker=self.request.hostname
+        get_runtime(), run_ids, last_attempt=is_last_attempt(self), worker=self.request.hostname
     )
-    _compress_if_grown(self.app, runtime, outcomes)
+    _compress_next(self.app, outcomes)
     return [outcome.as_dict() for outcome in outcomes]
 
 
-def _compress_if_grown(app: Celery, runtime: Runtime, outcomes: list[RunOutcome]) -> None:
-    # Every path that stores a reply (turns, chat, imports) ends here, so compression is
-    # checked once per turn (once per batch) without each route having to remember it;
-    # the check is cheaper than a task that would mostly find nothing to do.
-    for session_id in {o.compress_session_id for o in outcomes if o.compress_session_id}:
-        if over_trigger(runtime, session_id):
-            enqueue_compression(app, session_id)
+def _compress_next(app: Celery, outcomes: list[RunOutcome]) -> None:
+    # The flow decided which sessions' histories are over their trigger (decide_compression).
+    for session_id in {o.history_grew_session_id for o in outcomes if o.compress_next}:
+        assert session_id is not None
+        enqueue_compression(app, session_id)
 
 
 def enqueue_session_check(app: Celery, session_id: str, countdown_s: float) -> None:

@@ -16,7 +16,6 @@ from services.api.deps import (
     TenantDep,
 )
 from services.api.routing import ApiRoute
-from shared.compression import sessions
 from shared.compression.models import (
     CompactIn,
     CompressionRunList,
@@ -28,7 +27,7 @@ from shared.compression.models import (
     TiersPublic,
 )
 from shared.db.models import ChatSession
-from shared.errors import Unavailable
+from shared.flows import compact_session
 from shared.inputs import MAX_OFFSET
 
 router = APIRouter(prefix="/v1/sessions", tags=["compression"], route_class=ApiRoute)
@@ -36,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def valid_chat(session_id: SessionIdPath, tenant_id: TenantDep, session: SessionDep) -> ChatSession:
-    return sessions.find_session(
+    return compact_session.find_session(
         session=session, tenant_id=tenant_id, session_external_id=session_id
     )
 
@@ -46,7 +45,7 @@ ChatDep = Annotated[ChatSession, Depends(valid_chat)]
 
 @router.get("/{session_id}/tiers", response_model=TiersPublic)
 def get_tiers(chat: ChatDep, runtime: RuntimeDep, session: SessionDep) -> TiersPublic:
-    return sessions.tiers_view(session=session, chat=chat, settings=runtime.settings)
+    return compact_session.tiers_view(session=session, chat=chat, settings=runtime.settings)
 
 
 @router.post("/{session_id}/compact", status_code=202, response_model=CompressionRunPublic)
@@ -57,15 +56,9 @@ def post_compact(
     body: Annotated[CompactIn | None, Body()] = None,
 ) -> CompressionRunPublic:
     """Run the loop now (even below the trigger), optionally focused; poll the run."""
-    run = sessions.request_compaction(
-        session=session, chat=chat, focus=body.focus if body else None
+    return compact_session.compact_now(
+        session=session, chat=chat, focus=body.focus if body else None, compress=tasks.compress
     )
-    session.commit()
-    if not tasks.compress(chat.id, run.id):
-        sessions.mark_unqueued(session=session, run=run)
-        session.commit()
-        raise Unavailable("the compression queue is unreachable; retry the request")
-    return sessions.run_public(run, chat)
 
 
 @router.get("/{session_id}/compression/runs", response_model=CompressionRunList)
@@ -75,19 +68,19 @@ def get_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> CompressionRunList:
-    return sessions.list_runs(session=session, chat=chat, limit=limit, offset=offset)
+    return compact_session.list_runs(session=session, chat=chat, limit=limit, offset=offset)
 
 
 @router.get("/{session_id}/compression/runs/{run_id}", response_model=CompressionRunPublic)
 def get_run(chat: ChatDep, session: SessionDep, run_id: RunIdPath) -> CompressionRunPublic:
-    return sessions.get_run(session=session, chat=chat, run_id=run_id)
+    return compact_session.get_run(session=session, chat=chat, run_id=run_id)
 
 
 @router.get("/{session_id}/compression", response_model=CompressionSettingsPublic)
 def get_settings_(
     chat: ChatDep, runtime: RuntimeDep, session: SessionDep
 ) -> CompressionSettingsPublic:
-    return sessions.session_settings(session=session, chat=chat, settings=runtime.settings)
+    return compact_session.session_settings(session=session, chat=chat, settings=runtime.settings)
 
 
 @router.put("/{session_id}/compression", response_model=CompressionSettingsPublic)
@@ -99,12 +92,9 @@ def put_settings(
     session: SessionDep,
 ) -> CompressionSettingsPublic:
     """Replace the session's overrides; a lower limit takes effect without waiting for a reply."""
-    public = sessions.update_session_settings(
-        session=session, chat=chat, body=body, settings=runtime.settings
+    return compact_session.set_session_settings(
+        session=session, chat=chat, body=body, settings=runtime.settings, compress=tasks.compress
     )
-    session.commit()
-    tasks.compress(chat.id)  # a check only: lost, it waits for the session's next reply
-    return public
 
 
 @router.post("/{session_id}/continue", status_code=201, response_model=ContinuePublic)
@@ -116,9 +106,10 @@ def post_continue(
     body: Annotated[ContinueIn | None, Body()] = None,
 ) -> ContinuePublic:
     """A child session seeded with this session's compressed context."""
-    child, public = sessions.continue_session(
-        session=session, parent=chat, body=body or ContinueIn(), settings=runtime.settings
+    return compact_session.continue_compressed(
+        session=session,
+        parent=chat,
+        body=body or ContinueIn(),
+        settings=runtime.settings,
+        compress=tasks.compress,
     )
-    session.commit()
-    tasks.compress(child.id)
-    return public
