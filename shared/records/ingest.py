@@ -73,14 +73,14 @@ class IngestResult:
 
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
-    """Messages to append to one session of one user."""
+    """Messages to append to one session of one user, checked by whoever built it
+    (`turn_request`, `ingest_messages`): `ingest_batch` stores them as they are."""
 
     tenant_id: str
     user_external_id: str
     session_external_id: str
     messages: Sequence[NewMessage]
     extractor: str
-    check_length: bool = True
 
 
 def turn_messages(turn: TurnIn) -> list[NewMessage]:
@@ -177,13 +177,13 @@ def ingest_messages(
     `result.runs` — the outbox sweeper covers a crash in between. `check_length=False` is
     for text tiermem produced itself (the chat model's reply), which is stored whole.
     """
+    check_messages(messages, settings=settings, check_length=check_length)
     request = IngestRequest(
         tenant_id=tenant_id,
         user_external_id=user_external_id,
         session_external_id=session_external_id,
         messages=messages,
         extractor=extractor,
-        check_length=check_length,
     )
     return ingest_batch(session=session, settings=settings, requests=[request])[0]
 
@@ -192,16 +192,15 @@ def ingest_batch(
     *, session: Session, settings: Settings, requests: Sequence[IngestRequest]
 ) -> list[IngestResult]:
     """`ingest_messages` for many requests in the caller's one transaction (the group
-    commit of shared/flows/store_turn.py); the rows of all go in one INSERT per table. Raises
-    on the first bad request: the caller rolls the whole batch back.
+    commit of shared/flows/store_turn.py); the rows of all go in one INSERT per table. The
+    requests were checked when they were built. Raises on the first request that cannot be
+    stored (a session of another user): the caller rolls the whole batch back.
 
     Requests are stored ordered by user and session, so two batches lock rows in the same
     order (no deadlock between API processes on PostgreSQL); the sort is stable, so one
     session's messages keep their arrival order, and each request sees the messages of the
     ones before it, as if they had committed first.
     """
-    for request in requests:
-        check_messages(request.messages, settings=settings, check_length=request.check_length)
     # Before the first statement, so not while this process holds the write lock.
     token_counts = {m: count_tokens(m.content) for r in requests for m in r.messages}
     batch = _Batch(now=utcnow(), token_counts=token_counts)
