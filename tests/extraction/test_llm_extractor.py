@@ -743,3 +743,34 @@ def test_a_name_fact_names_the_name_the_person_said(
     scripted_llm.script("im tom", {"facts": [item]})
     [fact] = extractor.extract(turn).facts
     assert (fact.value, fact.content) == ("Tom", "User's name is Tom.")  # type: ignore[union-attr]
+
+
+def test_a_reply_that_only_restates_the_earlier_conversation_is_done_with_nothing_new(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """Not a failed reading to retry: the turn said nothing the context did not hold."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="halls are grim tho",
+        earlier_messages=(("Ana", "just moved to leicester for uni"),),
+    )
+    item = _fact(
+        "identity", content="Ana lives in Leicester.", attribute="location", value="Leicester"
+    )
+    scripted_llm.script("halls are grim", {"facts": [item]})
+    result = extractor.extract(turn)
+    assert result.facts == [] and not result.all_dropped
+    assert (result.dropped_invalid, result.dropped_repeats) == (1, 1)
+    assert result.invalid_reasons == [
+        "from the earlier conversation ('leicester' is not in this turn)"
+    ]
+
+
+def test_a_name_fact_said_right_is_written_as_a_name(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    turn = dataclasses.replace(TURN, user_speaker="User", user_message="hey, im tom btw 👋")
+    item = _fact("identity", content="User is Tom.", attribute="name", value="Tom")
+    scripted_llm.script("im tom", {"facts": [item]})
+    [fact] = extractor.extract(turn).facts
+    assert fact.content == "User's name is Tom."
