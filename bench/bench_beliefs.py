@@ -70,6 +70,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -251,6 +252,8 @@ class RunStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_s: float = 0.0
+    # Why items were dropped, by kind (the reason up to its specifics in parentheses).
+    reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: RunStats) -> None:
         for name in self.__dataclass_fields__:
@@ -271,6 +274,7 @@ def run_stats(session: Session, user_id: str) -> RunStats:
         stats.prompt_tokens += run.prompt_tokens
         stats.completion_tokens += run.completion_tokens
         stats.llm_s += run.llm_ms / 1000
+        stats.reasons.update(reason.split(" (")[0] for reason in run.dropped_reasons or [])
     return stats
 
 
@@ -621,11 +625,16 @@ def llm_line(outcomes: Sequence[Outcome], total: Tally) -> str:
         f"Extraction runs: {stats.runs} turns; items returned {stats.items}: valid "
         f"{stats.valid}, repaired {stats.repaired}, dropped {stats.dropped}; runs that kept "
         f"none of their items (`dropped`) {stats.dropped_runs}, failed {stats.failed_runs}. "
+        f"Dropped because: {_reasons(stats.reasons)}. "
         f"Per turn: {stats.llm_s / turns:.2f} s in the LLM, {stats.prompt_tokens / turns:.0f} "
         f"prompt + {stats.completion_tokens / turns:.0f} completion tokens. "
         f"Forbidden facts stored (hypotheticals, questions, the assistant's words): "
         f"{total.forbidden} of {total.forbid}."
     )
+
+
+def _reasons(reasons: Counter[str]) -> str:
+    return "; ".join(f"{why} {n}" for why, n in reasons.most_common()) or "—"
 
 
 def report(

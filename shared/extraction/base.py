@@ -68,11 +68,16 @@ class ExtractionResult:
     # Turns read by the LLM call this result came from (ADR 0024): above 1, the call read
     # several turns of the session and the tokens and llm_ms above are this turn's share.
     batch_size: int = 1
+    # Of dropped_invalid: items that only restated the earlier conversation shown as context.
+    dropped_repeats: int = 0
 
     @property
     def all_dropped(self) -> bool:
-        """The reply held items and validation kept none of them: never a quiet "done"."""
-        return self.items_returned > 0 and not self.facts and self.dropped_invalid > 0
+        """The reply held items and validation kept none of them: never a quiet "done". A
+        reply that only restated the earlier conversation said nothing new: that is a
+        "done" with 0 facts, its reasons kept on the run, not a failure to act on."""
+        said_nothing_new = self.dropped_invalid == self.dropped_repeats
+        return self.items_returned > 0 and not self.facts and not said_nothing_new
 
 
 class Extractor(Protocol):
@@ -92,6 +97,16 @@ class Validated:
     dropped_over_limit: int = 0  # valid items beyond max_facts (lowest confidence)
     repaired: int = 0  # kept after a field was filled in or fixed (shared.extraction.repair)
     reasons: list[str] = field(default_factory=list)  # why items were dropped
+    repeats: int = 0  # of dropped_invalid: the earlier conversation restated (Rejection)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a valid item is not kept (shared.extraction.checks). `nothing_new`: it restates
+    the conversation before the turn, so a reply of nothing else is not a failed reading."""
+
+    reason: str
+    nothing_new: bool = False
 
 
 def validate_items(
@@ -100,7 +115,7 @@ def validate_items(
     max_facts: int,
     min_confidence: float,
     subject: str | None = None,
-    review: Callable[[TypedFact], TypedFact | str] | None = None,
+    review: Callable[[TypedFact], TypedFact | Rejection] | None = None,
 ) -> Validated:
     """Repair, then validate raw items against the six schemas; keep the `max_facts` most
     confident. `subject` (the person the request names) is set on every item; `review`
@@ -120,9 +135,10 @@ def validate_items(
             continue
         if review is not None:
             reviewed = review(fact)
-            if isinstance(reviewed, str):
-                out.reasons.append(reviewed)
+            if isinstance(reviewed, Rejection):
+                out.reasons.append(reviewed.reason)
                 out.dropped_invalid += 1
+                out.repeats += reviewed.nothing_new
                 continue
             if reviewed is not fact:
                 fact, changes = reviewed, [*changes, "content"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from shared.extraction.base import TurnInput
+from shared.extraction.base import Rejection, TurnInput
 from shared.extraction.prompts import example_values
 from shared.extraction.schemas import TypedFact, core_words
 
@@ -101,7 +101,7 @@ def _agree(verb: str) -> str:
     return verb + "s"
 
 
-def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | str]:
+def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     """The check for this turn's items: the item to keep (in the third person when the
     model wrote the person's words back; a name fact naming the name the person said), or
     why it is not the person's own statement in this turn. The conversation's words are
@@ -113,20 +113,25 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | str]:
     their_words = set(core_words(turn.user_message).split())
     assistant_words = set(core_words(turn.assistant_message or "").split())
 
-    def check(fact: TypedFact) -> TypedFact | str:
+    def check(fact: TypedFact) -> TypedFact | Rejection:
         if fact.content.rstrip().endswith("?"):
-            return "a question, not a fact"
+            return Rejection("a question, not a fact")
         if (example := _copied_example(fact, said)) is not None:
-            return f"copied from the prompt's examples ({example!r} is not in the conversation)"
+            return Rejection(
+                f"copied from the prompt's examples ({example!r} is not in the conversation)"
+            )
         if (earlier := _from_earlier_messages(fact, now, before)) is not None:
-            return f"from the earlier conversation ({earlier!r} is not in this turn)"
+            reason = f"from the earlier conversation ({earlier!r} is not in this turn)"
+            return Rejection(reason, nothing_new=True)
         if first_person(fact.content):
             words = core_words(fact.content).split()
             if sum(w in assistant_words for w in words) > sum(w in their_words for w in words):
-                return "the assistant's words, not a fact about them"
+                return Rejection("the assistant's words, not a fact about them")
             content = third_person(fact.content, turn.user_speaker)
             if content is None:
-                return "the assistant's words (content speaks to 'you'), not a fact about them"
+                return Rejection(
+                    "the assistant's words (content speaks to 'you'), not a fact about them"
+                )
             fact = fact.model_copy(update={"content": content})
         return _named(fact, turn.user_message) or fact
 
@@ -155,23 +160,26 @@ def _from_earlier_messages(fact: TypedFact, now: str, before: str) -> str | None
 
 
 def _named(fact: TypedFact, message: str) -> TypedFact | None:
-    """A name fact whose value is not a name the person said ("User", or their known name
-    copied) rewritten with the one word of its content they did say ("User is Tom." for
-    "im tom btw" → value "Tom", "User's name is Tom."); None when there is nothing to fix."""
+    """A name fact written as "{person}'s name is {name}." with the name the person said:
+    the 1.5B model wrote "User is Tom." or "Tom is the user.", and with no name known yet
+    set the value to "User" — the name is then the one word of its content the message
+    says ("im tom btw" → "Tom"). None when there is nothing to fix."""
     if fact.type != "identity" or fact.attribute != "name":
         return None
     said = _padded(message)
-    if f" {core_words(fact.value)} " in said:
+    name = fact.value
+    if f" {core_words(name)} " not in said:
+        words = {
+            word
+            for word in re.findall(r"[^\W\d_]+", fact.content)
+            if f" {word.casefold()} " in said and word.casefold() not in _NOT_NAMES
+        }
+        if len(words) != 1:
+            return None
+        name = words.pop()
+        name = name[:1].upper() + name[1:]
+    elif re.search(r"\b(?:name|called)\b", fact.content, re.I):
         return None
-    names = {
-        word
-        for word in re.findall(r"[^\W\d_]+", fact.content)
-        if f" {word.casefold()} " in said and word.casefold() not in _NOT_NAMES
-    }
-    if len(names) != 1:
-        return None
-    name = names.pop()
-    name = name[:1].upper() + name[1:]
     return fact.model_copy(update={"value": name, "content": f"{fact.subject}'s name is {name}."})
 
 

@@ -508,3 +508,25 @@ def test_a_name_the_user_gives_is_used_once_known(
     assert "Tom: hi, I'm Tom btw" in context["system_prompt"]
     found = client.post("/v1/users/u1/memories/search", json={"query": "Where do I work?"})
     assert found.json()["data"][0]["content"] == "Tom works at Deloitte."
+
+
+def test_the_name_a_person_gives_names_them_in_the_next_turns_prompt(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    """No speaker name: the request says "User" until they say theirs. The 1.5B model wrote
+    the name fact as "User is Tom." with "User" as its value; the next turn's request names
+    Tom all the same."""
+    scripted_llm.script(
+        "im tom",
+        {"facts": [{"type": "identity", "attribute": "name", "value": "User",
+                    "content": "User is Tom.", "confidence": 0.9}]},
+    )  # fmt: skip
+    first = {"user_id": "tom", "user_message": "hey, im tom btw 👋 just moved to leeds"}
+    job = wait_job(client, post_turn(client, "s1", first)["job_id"])
+    assert job["status"] == "done" and job["facts_added"] == 1
+    second = {"user_id": "tom", "user_message": "geography, first yr. halls are grim tho"}
+    wait_job(client, post_turn(client, "s1", second)["job_id"])
+    _, user = (m["content"] for m in scripted_llm.chat_requests()[-1]["messages"])
+    assert "Person: Tom" in user and "Extract facts about Tom from this turn only." in user
+    memories = client.get("/v1/users/tom/memories").json()["data"]
+    assert [m["content"] for m in memories] == ["User's name is Tom."]

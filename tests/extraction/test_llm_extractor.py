@@ -732,14 +732,43 @@ def test_a_fact_taken_from_the_earlier_conversation_is_dropped_and_an_answer_is_
     ]
 
 
-@pytest.mark.parametrize("written", ["User is Tom.", "Tom is the user.", "I'm Tom."])
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        ("User is Tom.", "User"),
+        ("Tom is the user.", "User"),
+        ("I'm Tom.", "User"),
+        ("User is Tom.", "Tom"),
+    ],
+)
 def test_a_name_fact_names_the_name_the_person_said(
-    scripted_llm: ScriptedLLM, extractor: LLMExtractor, written: str
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, written: str, value: str
 ) -> None:
     """With no name known yet the request says "User", and the 1.5B model wrote the name
     fact with "User" as its value: the name is the word of its content the person said."""
     turn = dataclasses.replace(TURN, user_speaker="User", user_message="hey, im tom btw 👋")
-    item = _fact("identity", content=written, attribute="name", value="User")
+    item = _fact("identity", content=written, attribute="name", value=value)
     scripted_llm.script("im tom", {"facts": [item]})
     [fact] = extractor.extract(turn).facts
     assert (fact.value, fact.content) == ("Tom", "User's name is Tom.")  # type: ignore[union-attr]
+
+
+def test_a_reply_that_only_restates_the_earlier_conversation_is_done_with_nothing_new(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """Not a failed reading to retry: the turn said nothing the context did not hold."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="halls are grim tho",
+        earlier_messages=(("Ana", "just moved to leicester for uni"),),
+    )
+    item = _fact(
+        "identity", content="Ana lives in Leicester.", attribute="location", value="Leicester"
+    )
+    scripted_llm.script("halls are grim", {"facts": [item]})
+    result = extractor.extract(turn)
+    assert result.facts == [] and not result.all_dropped
+    assert (result.dropped_invalid, result.dropped_repeats) == (1, 1)
+    assert result.invalid_reasons == [
+        "from the earlier conversation ('leicester' is not in this turn)"
+    ]
