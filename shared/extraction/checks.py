@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from shared.extraction.base import Rejection, TurnInput
+from shared.extraction.base import Rejection, TurnInput, is_generic_speaker
 from shared.extraction.prompts import example_values
 from shared.extraction.schemas import TypedFact, core_words
 
@@ -59,8 +59,12 @@ _AGREEMENT = {
 # Lowercase, or first in the sentence, as in _FIRST_PERSON ("My Chemical Romance" stays).
 _OBJECT = re.compile(r"(?<![\w'’])(?:me|myself)(?![\w'’])|^(?:Me|Myself)\b")
 _POSSESSIVE = re.compile(r"(?<![\w'’])(?:my|mine)(?![\w'’])|^(?:My|Mine)\b")
-# Words a name fact's content holds beside the name ("User is Tom.", "Tom is the user.").
-_NOT_NAMES = frozenset({"user", "the", "is", "name", "s", "called", "my", "i", "im", "a", "an"})
+# A name fact's content that only says the name, as the model wrote it with no name known:
+# "User is Tom.", "User's name is Tom.", "Tom is the user.".
+_NAME_STATEMENT = re.compile(
+    r"^(?:the )?user(?:['’]s name)? is ([^\W\d_]+)\W*$|^([^\W\d_]+) is (?:the )?user\W*$", re.I
+)
+_NOT_NAMES = frozenset({"user", "the", "is", "name", "called", "a", "an"})
 # Detail fields that hold what a fact is about (not its kind: attribute names, sentiments).
 _VALUE_FIELDS = ("value", "person", "choice")
 
@@ -162,21 +166,18 @@ def _from_earlier_messages(fact: TypedFact, now: str, before: str) -> str | None
 def _named(fact: TypedFact, message: str) -> TypedFact | None:
     """A name fact written as "{person}'s name is {name}." with the name the person said:
     the 1.5B model wrote "User is Tom." or "Tom is the user.", and with no name known yet
-    set the value to "User" — the name is then the one word of its content the message
-    says ("im tom btw" → "Tom"). None when there is nothing to fix."""
+    set the value to "User" — the name is then the one its content states, when the
+    message says it ("im tom btw" → "Tom"). None when there is nothing to fix."""
     if fact.type != "identity" or fact.attribute != "name":
         return None
     said = _padded(message)
     name = fact.value
     if f" {core_words(name)} " not in said:
-        words = {
-            word
-            for word in re.findall(r"[^\W\d_]+", fact.content)
-            if f" {word.casefold()} " in said and word.casefold() not in _NOT_NAMES
-        }
-        if len(words) != 1:
+        # Only while no name is known, and only from a content that is a name statement.
+        stated = _NAME_STATEMENT.match(fact.content) if is_generic_speaker(fact.subject) else None
+        name = next((word for word in stated.groups() if word), "") if stated else ""
+        if f" {name.casefold()} " not in said or name.casefold() in _NOT_NAMES:
             return None
-        name = words.pop()
         name = name[:1].upper() + name[1:]
     elif re.search(r"\b(?:name|called)\b", fact.content, re.I):
         return None

@@ -772,3 +772,25 @@ def test_a_reply_that_only_restates_the_earlier_conversation_is_done_with_nothin
     assert result.invalid_reasons == [
         "from the earlier conversation ('leicester' is not in this turn)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("speaker", "written", "value"),
+    [
+        ("Zoe", "Zoe's name is Teal.", "Teal"),  # "might repaint teal": a name is known
+        ("User", "User wants to paint it Teal.", "User"),  # not "User is <name>."
+        ("User", "To User, it is Teal.", "User"),  # no name statement
+    ],
+)
+def test_a_name_fact_takes_no_word_that_is_not_a_name(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, speaker: str, written: str, value: str
+) -> None:
+    """The name is taken from the content only while no name is known, and only a word
+    written as a name: never the first word, never a known one, and only one."""
+    turn = dataclasses.replace(
+        TURN, user_speaker=speaker, user_message="to be honest i might repaint teal lol"
+    )
+    item = _fact("identity", content=written, attribute="name", value=value)
+    scripted_llm.script("repaint teal", {"facts": [item]})
+    [fact] = extractor.extract(turn).facts
+    assert fact.value == value and fact.content == written  # type: ignore[union-attr]
