@@ -97,7 +97,7 @@ class Validated:
     dropped_over_limit: int = 0  # valid items beyond max_facts (lowest confidence)
     repaired: int = 0  # kept after a field was filled in or fixed (shared.extraction.repair)
     reasons: list[str] = field(default_factory=list)  # why items were dropped
-    repeats: int = 0  # of dropped_invalid: the earlier conversation restated (Rejection)
+    dropped_repeats: int = 0  # of dropped_invalid: the earlier conversation restated
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def validate_items(
             if isinstance(reviewed, Rejection):
                 out.reasons.append(reviewed.reason)
                 out.dropped_invalid += 1
-                out.repeats += reviewed.nothing_new
+                out.dropped_repeats += reviewed.nothing_new
                 continue
             if reviewed is not fact:
                 fact, changes = reviewed, [*changes, "content"]

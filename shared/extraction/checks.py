@@ -4,10 +4,12 @@ the person's own statement.
 Small models (Qwen2.5-1.5B on casual chat, issue 25) write the message back in the first
 person ("I'm Dan's brother."), write down the assistant's words ("Two years of you stealing
 my hoodies…"), and copy the prompt's examples into facts about someone else
-("Grace drives a 2019 Honda Civic."). A statement of the person's in the first person is
-put in the third person ("Tom is Dan's brother.") and counted as repaired; the assistant's
-words, questions and copied examples are dropped with their reason, counted like any
-invalid item, so a reply of nothing else ends `dropped`, never a quiet `done`.
+("Grace drives a 2019 Honda Civic."), and restate the earlier conversation shown as
+context. A statement of the person's in the first person is put in the third person ("Tom
+is Dan's brother.") and counted as repaired; the assistant's words, questions and copied
+examples are dropped with their reason, counted like any invalid item, so a reply of
+nothing else ends `dropped`, never a quiet `done`. A reply that only restates the earlier
+conversation said nothing new (`Rejection.nothing_new`): it ends `done` with 0 facts.
 """
 
 from __future__ import annotations

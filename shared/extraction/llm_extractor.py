@@ -183,7 +183,7 @@ class LLMExtractor:
         result = self._result(validated.facts, model=reply.model)
         result.items_returned = len(items)
         result.dropped_invalid = validated.dropped_invalid
-        result.dropped_repeats = validated.repeats
+        result.dropped_repeats = validated.dropped_repeats
         result.dropped_low_confidence = validated.dropped_low_confidence
         result.dropped_over_limit = validated.dropped_over_limit
         result.repaired = validated.repaired
