@@ -18,7 +18,6 @@ from celery import Celery
 from shared.config import Settings
 from shared.ops.control import check_queue, set_paused
 from shared.ops.workers import HeartbeatStore
-from shared.records.outbox import send_committed
 from workers.celery_app import make_celery
 from workers.tasks.compress import enqueue_compression
 from workers.tasks.extract import enqueue_extraction
@@ -42,9 +41,19 @@ class TaskQueue:
         self._extract = extract or partial(enqueue_extraction, self.celery)
 
     def extract(self, run_ids: list[str]) -> None:
-        """One extraction task per run; with the broker out of reach the runs stay pending
-        in SQL and the outbox sweeper sends them when it is back."""
-        send_committed(self._extract, run_ids)
+        """One extraction task per run. Never raises: with the broker out of reach the runs
+        stay pending in SQL and the outbox sweeper sends them when it is back, so the flows
+        that send after their commit (the turn writer, the chat turn, imports) need no guard."""
+        if not run_ids:
+            return
+        try:
+            self._extract(run_ids)
+        except Exception:
+            log.warning(
+                "enqueue failed; the outbox sweeper will resend %d runs",
+                len(run_ids),
+                exc_info=True,
+            )
 
     def compress(self, session_id: str, run_id: str | None = None) -> bool:
         """False when it could not be sent: an automatic check only waits for the session's

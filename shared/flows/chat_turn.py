@@ -28,7 +28,8 @@ from shared.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
-Enqueue = Callable[[list[str]], None]  # sends run ids to the extraction queue (after commit)
+# Sends committed run ids to the extraction queue; does not raise (TaskQueue.extract).
+Enqueue = Callable[[list[str]], None]
 
 
 @dataclass

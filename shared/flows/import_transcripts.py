@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import InvalidInput
-from shared.records.ingest import NewMessage, ingest_messages, validate_content
+from shared.records.ingest import IngestRequest, NewMessage, ingest_batch, validate_content
 from shared.records.models import TranscriptLine
 
 
@@ -27,22 +27,23 @@ def import_lines(
 ) -> ImportSummary:
     """Store one batch atomically (all or nothing) and commit; the caller enqueues run_ids."""
     summary = ImportSummary()
-    # Checked up front so an error names the line's index in the batch, not in its session.
+    # Checked here, once, so an error names the line's index in the batch; ingest_batch
+    # stores the requests as they are.
     for i, line in enumerate(lines):
         validate_content(line.content, settings=settings, where=f"messages[{i}] ({line.role})")
     groups: dict[tuple[str, str], list[TranscriptLine]] = {}
     for line in lines:  # dicts keep first-seen order: sessions are stored in file order
         groups.setdefault((line.user_id, line.session_id), []).append(line)
     for (user_id, session_id), group in groups.items():
-        result = ingest_messages(
-            session=session,
-            settings=settings,
+        request = IngestRequest(
             tenant_id=tenant_id,
             user_external_id=user_id,
             session_external_id=session_id,
             messages=[NewMessage.of(g, g.role) for g in group],
             extractor=settings.extractor_kind,
         )
+        # One session at a time, in file order (ingest_batch would sort them).
+        (result,) = ingest_batch(session=session, settings=settings, requests=[request])
         summary.stored += len(group) - result.duplicates
         summary.duplicates += result.duplicates
         summary.run_ids.extend(r.id for r in result.runs)

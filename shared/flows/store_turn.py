@@ -39,7 +39,6 @@ from shared.records.ingest import (
     turn_request,
 )
 from shared.records.models import TurnAccepted, TurnIn
-from shared.records.outbox import send_committed
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +56,10 @@ class TurnWriter:
 
     Two threads: the writer stores batches; the sender calls `after_commit(run_ids)` (the
     enqueue) for each committed batch, then resolves its futures, so a 202 still means the
-    job is on the broker, and a slow broker does not hold up the next transaction. If
-    `after_commit` raises, the runs stay pending in SQL for the outbox sweeper. A database
-    error fails the batch's turns with `Unavailable` (503, retry).
+    job is on the broker, and a slow broker does not hold up the next transaction.
+    `after_commit` does not raise: `TaskQueue.extract` leaves runs it cannot send pending in
+    SQL for the outbox sweeper. A database error fails the batch's turns with `Unavailable`
+    (503, retry).
     """
 
     def __init__(
@@ -198,7 +198,8 @@ class TurnWriter:
                 if isinstance(outcome, IngestResult)
                 for run in outcome.runs
             ]
-            send_committed(self._after_commit, run_ids)
+            if run_ids:
+                self._after_commit(run_ids)
             for (_, future), outcome in done:
                 if isinstance(outcome, Exception):
                     future.set_exception(outcome)

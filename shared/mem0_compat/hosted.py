@@ -45,7 +45,6 @@ from shared.mem0_compat.writing import Mem0Record, write_records
 from shared.memory.reader import get_memory
 from shared.records.ingest import find_user, validate_content
 from shared.records.models import TranscriptLine
-from shared.records.outbox import send_committed
 from shared.runtime import Runtime
 from shared.vectors import point_id
 
@@ -89,7 +88,8 @@ def add_messages(
     summary = import_lines(
         session=session, settings=runtime.settings, tenant_id=tenant_id, lines=lines
     )
-    send_committed(enqueue, summary.run_ids)
+    if summary.run_ids:
+        enqueue(summary.run_ids)
     return AddOut(
         message="Memory processing has been queued for background execution",
         status="PENDING",

@@ -74,7 +74,8 @@ class IngestResult:
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Messages to append to one session of one user, checked by whoever built it
-    (`turn_request`, `ingest_messages`): `ingest_batch` stores them as they are."""
+    (`turn_request`, `ingest_messages`, `import_lines`): `ingest_batch` stores them as they
+    are."""
 
     tenant_id: str
     user_external_id: str

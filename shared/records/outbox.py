@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
-from collections.abc import Callable
 
 from sqlalchemy import or_, update
 from sqlmodel import Session, and_, col, select
@@ -12,21 +10,6 @@ from sqlmodel import Session, and_, col, select
 from shared.config import Settings
 from shared.db.models import ExtractionRun, utcnow
 from shared.records.runs import WAITING
-
-log = logging.getLogger(__name__)
-
-
-def send_committed(enqueue: Callable[[list[str]], None], run_ids: list[str]) -> None:
-    """Enqueue runs whose transaction committed. A broker outage is not the client's
-    problem: the runs are pending in SQL and the sweeper sends them when it is back."""
-    if not run_ids:
-        return
-    try:
-        enqueue(run_ids)
-    except Exception:
-        log.warning(
-            "enqueue failed; the outbox sweeper will resend %d runs", len(run_ids), exc_info=True
-        )
 
 
 def claim_lost_runs(*, session: Session, settings: Settings, limit: int = 1000) -> list[str]:

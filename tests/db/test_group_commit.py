@@ -25,6 +25,7 @@ from shared.records.ingest import IngestRequest, IngestResult, NewMessage, inges
 from shared.records.tenancy import create_tenant
 from shared.runtime import Runtime
 from tests.factories import fresh_pg_database, make_settings
+from workers.task_queue import TaskQueue
 
 
 def _runtime(settings: Settings) -> tuple[Runtime, str]:
@@ -229,7 +230,10 @@ def test_an_enqueue_failure_still_answers_and_leaves_the_runs_pending(
     store: tuple[Runtime, str],
 ) -> None:
     runtime, tenant_id = store
-    writer = TurnWriter(runtime.engine, runtime.settings, after_commit=Recorder(fail=True))
+    # The API's wiring: the writer sends through the TaskQueue, which keeps the broker's
+    # failure from the writer.
+    tasks = TaskQueue(runtime.settings, extract=Recorder(fail=True))
+    writer = TurnWriter(runtime.engine, runtime.settings, after_commit=tasks.extract)
     try:
         result = writer.submit(_request(tenant_id, "ana", "s1", "I live in Berlin.")).result(10)
     finally:
