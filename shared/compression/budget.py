@@ -50,13 +50,6 @@ def label_overhead(label: str) -> int:
     return line_cost(label, "")
 
 
-def message_label(role: str, speaker: str | None, display_name: str) -> str:
-    """The speaker shown for a message, the way the context builder picks it."""
-    if speaker:
-        return speaker
-    return display_name if role == "user" else role.capitalize()
-
-
 @dataclass(frozen=True)
 class Budget:
     """Token budgets of one session. `target` holds the header, the pinned head and the

@@ -17,7 +17,6 @@ from shared.compression.budget import (
     header_cost,
     line_cost,
     make_budget,
-    message_label,
 )
 from shared.compression.spans import SeqRange, own_range, partition_problems
 from shared.compression.tiers import Entry, StaleState, Step, TierState
@@ -25,7 +24,7 @@ from shared.config import CompressionSettings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionState, Message, TierEntry, new_id, utcnow
 from shared.errors import InvalidInput
-from shared.memory.reader import display_name
+from shared.memory.names import message_label, session_user_name
 
 # For the cheap trigger check only: what a message's line costs beyond its text
 # ("Speaker: " and the newline). The loop itself counts every line exactly.
@@ -63,11 +62,6 @@ def ensure_state(session: Session, chat: ChatSession) -> CompressionState:
 
 # The statements every context build runs are built once, with bound parameters: building
 # and cache-keying a select each time cost about as much as running it on SQLite.
-def session_user_name(session: Session, chat: ChatSession) -> str:
-    """The user's name for the session's messages without a speaker (memory.reader's rule)."""
-    return display_name(session, chat.user_id, chat_id=chat.id) or "the user"
-
-
 # The columns a message entry needs, read as plain rows: the context reads up to 500
 # messages per build, and hydrating ORM objects for them was most of the tier's cost.
 _MESSAGE_COLUMNS = (

@@ -27,6 +27,7 @@ from shared.db.models import Fact, User, utcnow
 from shared.extraction.schemas import FACT_TYPES
 from shared.memory.beliefs import contradicts
 from shared.memory.models import MessageHit
+from shared.memory.names import message_label
 from shared.tokens import joined_tokens, line_tokens
 from shared.vectors.scope import UserVectors
 
@@ -145,12 +146,6 @@ def _contradicted(rows: Iterable[FactView]) -> set[str]:
     return stale
 
 
-def _speaker(entry: HistoryEntry | MessageHit, name: str) -> str:
-    if entry.speaker:
-        return entry.speaker
-    return name if entry.role == "user" else entry.role.capitalize()
-
-
 class _Budget:
     """Greedy packing by token count. Lines are joined with newlines, and a line with its
     newline usually costs the same alone as inside the prompt (shared.tokens.joined_tokens),
@@ -176,7 +171,9 @@ def _history_need(history: list[HistoryEntry], name: str, share: int) -> int:
         if need >= share:
             break
         need += line_tokens(
-            t.HISTORY_LINE.format(speaker=_speaker(entry, name), content=entry.content)
+            t.HISTORY_LINE.format(
+                speaker=message_label(entry.role, entry.speaker, name), content=entry.content
+            )
         )
     return min(need, share)
 
@@ -261,7 +258,7 @@ def assemble(
             line = t.EARLIER_LINE.format(
                 date=t.day(hit.created_at),
                 session=hit.session_id,
-                speaker=_speaker(hit, name),
+                speaker=message_label(hit.role, hit.speaker, name),
                 content=hit.content,
             )
             if packer.take(line, share_end):
@@ -278,7 +275,9 @@ def assemble(
     history_lines: list[str] = []
     if history and packer.take(t.HISTORY_HEADER):
         for entry in reversed(history):
-            line = t.HISTORY_LINE.format(speaker=_speaker(entry, name), content=entry.content)
+            line = t.HISTORY_LINE.format(
+                speaker=message_label(entry.role, entry.speaker, name), content=entry.content
+            )
             if not packer.take(line):
                 break  # older messages would leave a gap: stop at the first that does not fit
             kept_history.append(entry)

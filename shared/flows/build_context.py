@@ -12,7 +12,6 @@ from sqlmodel import Session, col, select
 
 from shared.compression.models import HistoryEntry
 from shared.compression.session_history import session_history
-from shared.compression.store import session_user_name
 from shared.config import ContextSettings
 from shared.context.assembly import FactView, assemble, rank_memories
 from shared.context.models import (
@@ -23,6 +22,7 @@ from shared.errors import Conflict, InvalidInput, NotFound
 from shared.memory.guard import screen
 from shared.memory.history.search import search_history
 from shared.memory.models import MessageHit
+from shared.memory.names import session_user_name
 from shared.memory.reader import in_third_person
 from shared.runtime import Runtime
 

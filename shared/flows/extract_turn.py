@@ -25,7 +25,7 @@ from shared.extraction.base import ExtractionResult, TurnInput
 from shared.extraction.batch import BatchExtractor
 from shared.flows.compress_session import over_trigger
 from shared.memory.history.indexing import index_messages, turn_message_ids
-from shared.memory.reader import display_name
+from shared.memory.names import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts
 from shared.records.batches import BatchRule, due_in, park_run
@@ -380,7 +380,7 @@ def with_known_facts(runtime: Runtime, run: ExtractionRun, turn: TurnInput) -> T
 
 
 def _speaker(session: Session, message: Message) -> str:
-    """Who the turn's facts are about, named as everywhere else (memory.reader.display_name),
+    """Who the turn's facts are about, named as everywhere else (memory.names.display_name),
     or "User" while no name is known."""
     return (
         display_name(session, message.user_id, chat_id=message.session_id, speaker=message.speaker)

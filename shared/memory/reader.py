@@ -1,19 +1,18 @@
-"""Reading and searching one user's memories, and the one rule for what the user is called."""
+"""Reading and searching one user's memories."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, text
 from sqlmodel import Session, col, func, select
 
 from shared.db.models import ChatSession, Fact, Message, User
 from shared.embeddings import Embedder
 from shared.errors import NotFound
-from shared.extraction.base import GENERIC_SPEAKERS, is_generic_speaker
 from shared.extraction.schemas import FactType
 from shared.memory.models import MemoriesPublic, MemoryPublic, MessageRef
+from shared.memory.names import display_name
 from shared.vectors.scope import UserVectors
 
 # Sources shown per memory: the newest; a fact mentioned a hundred times keeps every id in
@@ -105,50 +104,6 @@ def in_third_person(query: str, name: str) -> str:
         assert template is not None
         text = pattern.sub(template.format(name=name), text)
     return text
-
-
-# The speaker of a session's latest user message that names one (not the API's default).
-_SESSION_SPEAKER = text(
-    """
-    SELECT m.speaker FROM messages AS m
-    WHERE m.session_id = :chat_id AND m.role = 'user' AND m.speaker IS NOT NULL
-      AND lower(m.speaker) NOT IN :generic
-    ORDER BY m.seq DESC LIMIT 1
-    """
-).bindparams(bindparam("generic", value=GENERIC_SPEAKERS, expanding=True))
-_LATEST_SESSION = text(
-    "SELECT s.id FROM chat_sessions AS s WHERE s.user_id = :user_id "
-    "ORDER BY s.updated_at DESC, s.id LIMIT 1"
-)
-
-
-def display_name(
-    session: Session, user_id: str, *, chat_id: str | None = None, speaker: str | None = None
-) -> str | None:
-    """What the user is called, the one rule every part uses (facts, the context's prompt,
-    history lines, first-person search): the speaker a message names, else the latest one
-    their session (`chat_id`, else their latest session) names, else the name they gave
-    themself ("hi, I'm Tom btw": their active identity/name fact); None when none is known."""
-    if speaker and not is_generic_speaker(speaker):
-        return speaker.strip()
-    chat_id = chat_id or session.execute(_LATEST_SESSION, {"user_id": user_id}).scalar()
-    named = session.execute(_SESSION_SPEAKER, {"chat_id": chat_id}).scalar() if chat_id else None
-    return str(named) if named else introduced_name(session, user_id)
-
-
-def introduced_name(session: Session, user_id: str) -> str | None:
-    """The name the user gave themself ("I'm Ben", "my name is Chloe"): their active `name`
-    fact."""
-    details = session.exec(
-        select(Fact.details).where(
-            Fact.user_id == user_id,
-            Fact.slot == "identity/name",
-            col(Fact.valid_to).is_(None),
-            col(Fact.quarantine_reason).is_(None),
-        )
-    ).first()
-    value = (details or {}).get("value")
-    return str(value) if value else None
 
 
 def search_memories(

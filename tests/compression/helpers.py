@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import random
 
-from shared.compression.budget import line_cost, message_label
+from shared.compression.budget import line_cost
 from shared.compression.offline import truncate_tokens
 from shared.compression.spans import SeqRange
 from shared.compression.summary import SummaryOutput, SummaryRequest
 from shared.compression.tiers import Entry, TierState
+from shared.memory.names import message_label
 from shared.tokens import count_tokens
 
 WORDS = [
