@@ -88,9 +88,9 @@ from shared.extraction.scoring import entry_matches, key_matches, normalise
 from shared.flows.import_transcripts import import_lines
 from shared.memory.models import MemoryPublic
 from shared.memory.reader import list_memories
-from shared.records.ingest import find_user
 from shared.records.models import TranscriptLine
 from shared.records.tenancy import ensure_dev_tenant
+from shared.records.users import find_user
 from shared.runtime import Runtime
 
 DATA = Path(__file__).parent / "data" / "beliefs.jsonl"

@@ -88,7 +88,7 @@ from shared.db.models import ExtractionRun
 from shared.errors import DomainError
 from shared.flows.extract_turn import RunOutcome
 from shared.memory.reader import list_memories
-from shared.records.ingest import find_user
+from shared.records.users import find_user
 from shared.runtime import Runtime
 
 DATA = Path(__file__).parent / "data" / "casual_chat.jsonl"

@@ -694,7 +694,7 @@ def scripted_llm_server() -> Iterator[ScriptedLLM]:
 
 @pytest.fixture
 def scripted_llm(scripted_llm_server: ScriptedLLM) -> ScriptedLLM:
-    from shared.llm.client import FALLBACKS
+    from shared.llm.formats import FALLBACKS
 
     # Every test talks to the same base_url: what one test's server refused must not
     # send the next test's calls straight to json_object.

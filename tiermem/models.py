@@ -27,7 +27,7 @@ from shared.memory.models import (
     UserExport,
 )
 from shared.ops.control import QueueState, RetryIn, RetryOut
-from shared.ops.queues import OpsSnapshot
+from shared.ops.models import OpsSnapshot
 from shared.ops.timeseries import Series
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import WorkerInfo

@@ -12,8 +12,8 @@ from starlette.concurrency import run_in_threadpool
 
 from shared.db.models import User
 from shared.inputs import ID_RULE, Identifier
-from shared.records.ingest import find_user
 from shared.records.tenancy import Principal, authenticate, hash_key, missing_key
+from shared.records.users import find_user
 from shared.runtime import Runtime
 from workers.task_queue import TaskQueue
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # loaded by the commands when they run, not by their --help
     from sqlmodel import Session
 
     from shared.config import Settings
-    from shared.ops.queues import OpsSnapshot, QueueStats
+    from shared.ops.models import OpsSnapshot, QueueStats
     from shared.ops.workers import WorkerInfo
 
 ops_cli = typer.Typer(help="Queues, workers and failed runs.", no_args_is_help=True)

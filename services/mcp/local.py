@@ -19,9 +19,9 @@ from shared.flows.search_history import search_user_history
 from shared.flows.search_memories import search_memories
 from shared.flows.store_turn import TurnWriter
 from shared.memory.models import MemoriesPublic, MessageHitsPublic, SearchIn
-from shared.records.ingest import find_user
 from shared.records.models import TurnAccepted, TurnIn
 from shared.records.tenancy import Principal
+from shared.records.users import find_user
 from shared.runtime import Runtime
 
 T = TypeVar("T")

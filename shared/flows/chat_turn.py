@@ -16,13 +16,8 @@ from shared.context.models import ContextPublic
 from shared.db.models import ChatSession, ExtractionRun, Message, User
 from shared.errors import DomainError, UpstreamError
 from shared.flows.build_context import build_context
-from shared.records.ingest import (
-    NewMessage,
-    StoredRun,
-    attach_reply,
-    ingest_messages,
-    stored_reply,
-)
+from shared.records.ingest import NewMessage, StoredRun, ingest_messages
+from shared.records.turns import attach_reply, stored_reply
 from shared.runtime import Runtime
 from shared.tokens import count_tokens
 

@@ -31,14 +31,9 @@ from sqlmodel import Session
 
 from shared.config import Settings
 from shared.errors import Unavailable
-from shared.records.ingest import (
-    IngestRequest,
-    IngestResult,
-    ingest_batch,
-    turn_accepted,
-    turn_request,
-)
+from shared.records.ingest import IngestRequest, IngestResult, ingest_batch
 from shared.records.models import TurnAccepted, TurnIn
+from shared.records.turns import turn_accepted, turn_request
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,106 +15,31 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from shared.config import LLMSettings
 from shared.errors import PermanentError, TransientError
 from shared.llm.endpoint import Endpoint, read_failure, upstream_error_text
+from shared.llm.formats import (
+    FALLBACKS,
+    FORMAT_RANK,
+    JSON_OBJECT,
+    JSON_OBJECT_SCHEMA,
+    JSON_SCHEMA,
+    NEXT_FORMAT,
+    NOTE_CHARS,
+    REASON_CHARS,
+    CallFormat,
+    StructuredOutputFallbacks,
+    rejects_structured_output,
+)
+from shared.llm.parsing import parse_reply
 from shared.llm.prompts import json_mode_instructions, repair_instructions
 
 logger = logging.getLogger(__name__)
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 # Statuses the openai client itself would retry: 408 request timeout, 409 lock conflict,
 # 429 and 5xx. Our Celery task does the retrying, so these become TransientError.
 _TRANSIENT_STATUSES = {408, 409, 429}
-_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "number": (int, float),
-    "integer": int,
-}
 
 
-JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
-# llama.cpp's servers (and llama-cpp-python's) constrain decoding to a schema given inside
-# a json_object response_format: the server keeps the schema when it rejects json_schema.
-JSON_OBJECT_SCHEMA = "json_object+schema"
-# The ladder down (ADR 0018, 0021): a server that rejects a format gets the next one at once.
-_NEXT_FORMAT = {JSON_SCHEMA: JSON_OBJECT_SCHEMA, JSON_OBJECT_SCHEMA: JSON_OBJECT}
-_FORMAT_RANK = {JSON_SCHEMA: 0, JSON_OBJECT_SCHEMA: 1, JSON_OBJECT: 2}
-# ADR 0018: how a server that cannot do structured outputs is told from a failing one.
-_NAMES_THE_FORMAT = re.compile(r"response_format|json_schema|structured output", re.IGNORECASE)
-_SAYS_UNSUPPORTED = re.compile(
-    r"not supported|unsupported|not implemented|unknown parameter|unrecognized|"
-    r"extra inputs are not permitted",
-    re.IGNORECASE,
-)
 # A request longer than the model's context window (OpenAI, vLLM and llama.cpp's words).
 _CONTEXT_FULL = re.compile(r"context length|context window|maximum context|too many tokens", re.I)
-# A run's response_format_note holds at most NOTE_CHARS; the server's words get REASON_CHARS.
-NOTE_CHARS, _REASON_CHARS = 500, 400
-
-
-def rejects_structured_output(status: int, said: str) -> bool:
-    """True when an HTTP error answering a json_schema request says the server cannot do it.
-
-    A 400/422 qualifies when it names the format or says something is unsupported: it is a
-    permanent error either way, so a wrong guess costs one extra request. A 500 qualifies
-    only when it names the format (llama.cpp's server answers a validation error naming
-    json_schema with 500): any other 500 is the server failing, retried as transient.
-    """
-    if status in (400, 422):
-        return bool(_NAMES_THE_FORMAT.search(said) or _SAYS_UNSUPPORTED.search(said))
-    if status == 500:
-        return bool(_NAMES_THE_FORMAT.search(said))
-    return False
-
-
-@dataclass(frozen=True)
-class LearnedFormat:
-    type: str  # the format the server took after rejecting the one(s) before it
-    reason: str  # why: the rejection, in the server's words
-
-
-class StructuredOutputFallbacks:
-    """The (base_url, model) pairs seen to reject json_schema, with the format they took and
-    why, for the life of the process: later calls go straight to that format."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._learned: dict[tuple[str, str], LearnedFormat] = {}
-
-    def learned(self, base_url: str, model: str) -> LearnedFormat | None:
-        with self._lock:
-            return self._learned.get((base_url, model))
-
-    def remember(self, base_url: str, model: str, fmt: str, reason: str) -> None:
-        with self._lock:
-            known = self._learned.get((base_url, model))
-            if known is None or _FORMAT_RANK[fmt] > _FORMAT_RANK[known.type]:
-                self._learned[(base_url, model)] = LearnedFormat(fmt, reason)
-
-    def items(self) -> dict[tuple[str, str], LearnedFormat]:
-        with self._lock:
-            return dict(self._learned)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._learned.clear()
-
-
-# One per process, shared by every LLMClient (extraction and summaries make their own).
-FALLBACKS = StructuredOutputFallbacks()
-
-
-@dataclass(frozen=True)
-class CallFormat:
-    """The response_format a call used; `note` says why json_object when json_schema was
-    configured (None when the configured format was used)."""
-
-    type: str  # json_schema | json_object+schema | json_object
-    note: str | None = None
-
-    def details(self) -> dict[str, Any]:
-        return {"response_format": self.type, "response_format_note": self.note}
 
 
 class _StructuredOutputRejected(Exception):
@@ -211,7 +135,7 @@ class LLMClient:
                 stepped_down = True
                 # At once, one step down the ladder: the schema inside json_object (which
                 # llama.cpp's servers decode by), then JSON mode with the schema in the prompt.
-                step = _NEXT_FORMAT[fmt.type]
+                step = NEXT_FORMAT[fmt.type]
                 note = f"fell back to {step}: {rejected.reason}"
                 fmt = CallFormat(step, note[:NOTE_CHARS])
                 messages = _messages(system, user, bounded, fmt)
@@ -223,7 +147,7 @@ class LLMClient:
                 fmt.type,
                 extra={"model": self.settings.model, "base_url": self.base_url},
             )
-        data, problem = _parse(first.text, schema)
+        data, problem = parse_reply(first.text, schema)
         calls = [first]
         if problem is not None:
             logger.warning(
@@ -237,7 +161,7 @@ class LLMClient:
             ]
             second = self._call(repair, fmt, schema, schema_name, max_tokens, bounded)
             calls.append(second)
-            data, problem = _parse(second.text, schema)
+            data, problem = parse_reply(second.text, schema)
             if problem is not None:
                 hint = ""
                 if second.finish_reason == "length":
@@ -286,7 +210,7 @@ class LLMClient:
         configured = self.settings.response_format
         if self.settings.fallback_to_json_object:
             learned = self.fallbacks.learned(self.base_url, self.settings.model)
-            if learned is not None and _FORMAT_RANK[learned.type] > _FORMAT_RANK[configured]:
+            if learned is not None and FORMAT_RANK[learned.type] > FORMAT_RANK[configured]:
                 note = f"{learned.type} since an earlier call: {learned.reason}"
                 return CallFormat(learned.type, note[:NOTE_CHARS])
         return CallFormat(configured)
@@ -364,9 +288,9 @@ class LLMClient:
         if not rejects_structured_output(exc.status_code, f"{said} {_body_text(exc)}"):
             return None
         status = exc.status_code
-        if fmt.type in _NEXT_FORMAT and self.settings.fallback_to_json_object:
+        if fmt.type in NEXT_FORMAT and self.settings.fallback_to_json_object:
             reason = f"the server rejected {fmt.type} (HTTP {status}: {said})"
-            return _StructuredOutputRejected(reason[:_REASON_CHARS])
+            return _StructuredOutputRejected(reason[:REASON_CHARS])
         if fmt.type != JSON_OBJECT:
             advice = (
                 "set TIERMEM_LLM__RESPONSE_FORMAT=json_object "
@@ -468,39 +392,3 @@ def _body_text(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict | list):
         return json.dumps(body)[:2000]
     return str(body)[:2000] if body is not None else ""
-
-
-def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """(data, None) when `text` is JSON whose top level fits `schema`, else (None, problem).
-
-    Only the top level is checked: items inside are validated one by one by the caller,
-    so one bad item costs that item, not a repair call.
-    """
-    fenced = _FENCE.match(text)
-    if fenced:  # ```json ... ``` is common and harmless; not worth a repair call
-        text = fenced.group(1)
-    if not text.strip():
-        return None, "the reply was empty"
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return None, f"it is not valid JSON ({exc})"
-    return data, _top_level_problem(data, schema)
-
-
-def _top_level_problem(data: Any, schema: dict[str, Any]) -> str | None:
-    expected = schema.get("type")
-    if expected == "object":
-        if not isinstance(data, dict):
-            return f"expected a JSON object, got {type(data).__name__}"
-        properties = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in data:
-                return f"the object has no {key!r} key"
-            want = properties.get(key, {}).get("type")
-            python_type = _JSON_TYPES.get(want) if isinstance(want, str) else None
-            if python_type and not isinstance(data[key], python_type):
-                return f"{key!r} should be a JSON {want}, got {type(data[key]).__name__}"
-    elif expected == "array" and not isinstance(data, list):
-        return f"expected a JSON array, got {type(data).__name__}"
-    return None

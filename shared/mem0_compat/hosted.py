@@ -43,8 +43,9 @@ from shared.mem0_compat.models import (
 from shared.mem0_compat.typed import require_memory_text
 from shared.mem0_compat.writing import Mem0Record, write_records
 from shared.memory.reader import get_memory
-from shared.records.ingest import find_user, validate_content
+from shared.records.ingest import validate_content
 from shared.records.models import TranscriptLine
+from shared.records.users import find_user
 from shared.runtime import Runtime
 from shared.vectors import point_id
 

@@ -19,7 +19,7 @@ from shared.db.models import Fact, User
 from shared.extraction.offline import VERSION as OFFLINE_VERSION
 from shared.mem0_compat.typed import typed_facts
 from shared.memory.writer import Provenance, WriteOutcome, apply_facts, mirror_to_vectors
-from shared.records.ingest import user_for
+from shared.records.users import user_for
 from shared.runtime import Runtime
 
 EXTRACTOR = "mem0-import"

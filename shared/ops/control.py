@@ -11,8 +11,8 @@ from sqlmodel import Session, col, select
 from shared.db.models import ExtractionRun, Message, utcnow
 from shared.errors import Conflict, InvalidInput
 from shared.inputs import RequestModel
+from shared.ops.broker import PAUSED_KEY
 from shared.ops.queue_names import QUEUES
-from shared.ops.queues import PAUSED_KEY
 from shared.ops.workers import redis_client
 from shared.records.runs import RETRYABLE
 

@@ -26,7 +26,8 @@ from shared import metrics
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact
 from shared.memory.guard import HITS_METRIC
-from shared.ops.queues import RUN_TABLES, FormatFallback, OpsSnapshot, snapshot
+from shared.ops.models import FormatFallback, OpsSnapshot
+from shared.ops.queues import RUN_TABLES, snapshot
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 

@@ -8,154 +8,30 @@ right when the broker lost messages (the outbox sweeper re-sends those).
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import case, func, true
 from sqlmodel import Session, col, select
 
 from shared.config import Settings
 from shared.db.models import CompressionRun, ExtractionRun, Fact, Tenant, utcnow
+from shared.ops.broker import read_broker
+from shared.ops.models import (
+    FailedRun,
+    FormatFallback,
+    OpsSnapshot,
+    OrphanedRun,
+    QueueStats,
+    TenantStats,
+    Window,
+)
 from shared.ops.queue_names import COMPRESS, EXTRACT, QUEUES, REPLAY
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 from shared.records.runs import RETRYABLE, WAITING
 
 WINDOWS_MIN = (1, 5, 15)
-# kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
-_PRIORITY_SEP = "\x06\x16"
-_PRIORITY_STEPS = (0, 3, 6, 9)
-# Unacked messages: a hash delivery_tag → [message, exchange, routing_key] (kombu).
-_UNACKED_KEY = "unacked"
-PAUSED_KEY = "tiermem:ops:paused"  # a Redis set of paused queue names
-
-
-class Window(BaseModel):
-    minutes: int
-    finished: int  # done + skipped + dropped + failed
-    failed: int
-    dropped: int = 0  # extraction runs whose model returned items and none could be kept
-    retried: int  # finished runs that needed more than one attempt
-    per_minute: float  # finished ÷ minutes
-    failure_rate: float  # (failed + dropped) ÷ finished (0 when none finished)
-    duration_ms_p50: float | None
-    duration_ms_p95: float | None
-
-
-class FailedRun(BaseModel):
-    id: str
-    kind: str  # extract_turn | compress_session
-    tenant_id: str
-    status: str
-    attempts: int
-    error: str | None
-    finished_at: dt.datetime | None
-
-
-class OrphanedRun(BaseModel):
-    id: str
-    kind: str
-    tenant_id: str
-    worker: str  # the worker that claimed it, whose heartbeat is gone
-    started_at: dt.datetime | None
-    resend_in_s: float  # about when Redis or the sweeper sends it again (0: any moment)
-
-
-class QueueStats(BaseModel):
-    name: str
-    depth: int | None  # messages waiting in the broker; None without a broker to ask
-    reserved: int | None  # delivered to a worker, not yet acknowledged
-    paused: bool
-    pending: int  # from SQL: runs waiting to start (retrying and batch-waiting ones included)
-    # Of those, turns waiting for their session's batch (TIERMEM_EXTRACTION__BATCH_TURNS).
-    waiting: int = 0
-    running: int  # claimed by a live worker (or by one ops cannot tell)
-    orphaned: int = 0  # status running, but the worker that claimed it has no heartbeat
-    orphaned_note: str | None = None
-    orphaned_runs: list[OrphanedRun] = []
-    oldest_pending_age_s: float | None
-    windows: list[Window]
-    failed_runs: list[FailedRun]
-
-
-class TenantStats(BaseModel):
-    tenant_id: str
-    name: str
-    turns_pending: int
-    facts_written_15m: int
-    facts_active: int
-    llm_prompt_tokens: int
-    llm_completion_tokens: int
-    estimated_cost_usd: float
-
-
-class FormatFallback(BaseModel):
-    """A model whose server rejected json_schema: its extraction runs use json_object."""
-
-    model: str
-    runs: int  # extraction runs that used json_object for that reason
-    runs_15m: int
-    last_at: dt.datetime
-    note: str | None  # the latest such run's note: what the server said
-
-
-class OpsSnapshot(BaseModel):
-    at: dt.datetime
-    broker: str  # "redis" or "in-process"
-    queues: list[QueueStats]
-    tenants: list[TenantStats]
-    # Models running in json_object fallback (ADR 0018); empty while every server takes
-    # json_schema (or json_object is configured).
-    llm_format_fallbacks: list[FormatFallback] = []
-
-
-@dataclass
-class BrokerView:
-    """One read of the broker: depth and reserved counts per queue, and paused queues."""
-
-    depth: dict[str, int] = field(default_factory=dict)
-    reserved: dict[str, int] = field(default_factory=dict)
-    paused: set[str] = field(default_factory=set)
-    available: bool = False
-
-
-def read_broker(redis_url: str | None, queues: Sequence[str] = QUEUES) -> BrokerView:
-    if not redis_url:
-        return BrokerView()  # the in-process broker of `tiermem serve` is not inspectable
-    import redis
-
-    client = redis.Redis.from_url(redis_url, socket_timeout=5)
-    try:
-        pipe = client.pipeline(transaction=False)
-        for queue in queues:
-            for step in _PRIORITY_STEPS:
-                pipe.llen(queue if step == 0 else f"{queue}{_PRIORITY_SEP}{step}")
-        pipe.hvals(_UNACKED_KEY)
-        pipe.smembers(PAUSED_KEY)
-        replies = pipe.execute()
-    finally:
-        client.close()
-    view = BrokerView(available=True)
-    per_queue = len(_PRIORITY_STEPS)
-    for i, queue in enumerate(queues):
-        view.depth[queue] = sum(int(n) for n in replies[i * per_queue : (i + 1) * per_queue])
-        view.reserved[queue] = 0
-    for raw in replies[-2]:
-        routing_key = _routing_key(raw)
-        if routing_key in view.reserved:
-            view.reserved[routing_key] += 1
-    view.paused = {p.decode() if isinstance(p, bytes) else str(p) for p in replies[-1]}
-    return view
-
-
-def _routing_key(raw: bytes | str) -> str | None:
-    try:
-        entry = json.loads(raw)
-        return str(entry[2])
-    except (ValueError, IndexError, TypeError):
-        return None
 
 
 def percentile_of(values: Sequence[float], q: float) -> float | None:

@@ -12,13 +12,13 @@ from sqlalchemy import Row, Select, Table, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel, col, select
+from sqlmodel import Session, SQLModel
 
 from shared.config import Settings
 from shared.db.models import ChatSession, ExtractionRun, Message, User, new_id, utcnow
-from shared.errors import Conflict, InvalidInput, NotFound
+from shared.errors import Conflict, InvalidInput
 from shared.inputs import BLANK, as_utc
-from shared.records.models import MessageIn, Role, TranscriptLine, TurnAccepted, TurnIn
+from shared.records.models import MessageIn, Role, TranscriptLine
 from shared.tokens import count_tokens
 
 
@@ -74,60 +74,14 @@ class IngestResult:
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Messages to append to one session of one user, checked by whoever built it
-    (`turn_request`, `ingest_messages`, `import_lines`): `ingest_batch` stores them as they
-    are."""
+    (`records.turns.turn_request`, `ingest_messages`, `import_lines`): `ingest_batch` stores
+    them as they are."""
 
     tenant_id: str
     user_external_id: str
     session_external_id: str
     messages: Sequence[NewMessage]
     extractor: str
-
-
-def turn_messages(turn: TurnIn) -> list[NewMessage]:
-    out: list[NewMessage] = []
-    for role, msg in (("user", turn.user_message), ("assistant", turn.assistant_message)):
-        if msg is None:
-            continue
-        m = MessageIn(content=msg) if isinstance(msg, str) else msg
-        out.append(NewMessage.of(m, role, at=turn.created_at))  # type: ignore[arg-type]
-    return out
-
-
-def turn_request(
-    turn: TurnIn, *, tenant_id: str, session_external_id: str, settings: Settings
-) -> IngestRequest:
-    """A turn as the turn writer stores it; bad input is refused here, before any batch."""
-    messages = turn_messages(turn)
-    check_messages(messages, settings=settings)
-    return IngestRequest(
-        tenant_id=tenant_id,
-        user_external_id=turn.user_id,
-        session_external_id=session_external_id,
-        messages=messages,
-        extractor=settings.extractor_kind,
-    )
-
-
-def turn_accepted(request: IngestRequest, result: IngestResult) -> TurnAccepted:
-    """The answer to a stored turn: its messages and the extraction job queued for it."""
-    # A re-sent turn (its user message's external_id stored) answers with the run stored
-    # the first time, and the reply stored with it.
-    runs = result.runs or result.existing_runs
-    run = runs[0] if runs else None
-    message_ids = [m.id for m in result.messages]
-    reply = run.reply_message_id if run and not result.runs else None
-    if reply and reply not in message_ids:
-        message_ids.append(reply)
-    return TurnAccepted(
-        session_id=request.session_external_id,
-        user_id=request.user_external_id,
-        message_ids=message_ids,
-        job_id=run.id if run else None,
-        status=run.status if run else "stored",
-        extractor=run.extractor if run else request.extractor,
-        duplicate=not result.runs and result.duplicates > 0,
-    )
 
 
 def validate_content(
@@ -294,7 +248,7 @@ class _Batch:
 
 def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestResult:
     tenant_id = request.tenant_id
-    user_id = _get_or_create_user(session, tenant_id, request.user_external_id)
+    user_id = get_or_create_user(session, tenant_id, request.user_external_id)
     chat_id = _get_or_create_session(session, tenant_id, user_id, request.session_external_id)
     known = _known_messages(session, batch, chat_id, request.messages)
     resent = _resent(request.messages, known)
@@ -465,7 +419,8 @@ def _find_or_insert(
     return row
 
 
-def _get_or_create_user(session: Session, tenant_id: str, external_id: str) -> str:
+def get_or_create_user(session: Session, tenant_id: str, external_id: str) -> str:
+    """The id of the tenant's user `external_id`, inserted (not committed) when new."""
     row = _find_or_insert(
         session,
         _FIND_USER,
@@ -488,55 +443,3 @@ def _get_or_create_session(session: Session, tenant_id: str, user_id: str, exter
             details={"session_id": external_id},
         )
     return str(row.id)
-
-
-def user_for(*, session: Session, tenant_id: str, user_external_id: str) -> User:
-    """The tenant's user by their id, created (not committed) when new."""
-    user_id = _get_or_create_user(session, tenant_id, user_external_id)
-    user = session.get(User, user_id)
-    assert user is not None
-    return user
-
-
-def find_user(*, session: Session, tenant_id: str, user_external_id: str) -> User:
-    user = session.exec(
-        select(User).where(User.tenant_id == tenant_id, User.external_id == user_external_id)
-    ).first()
-    if user is None:
-        raise NotFound(
-            f"user {user_external_id!r} not found", details={"user_id": user_external_id}
-        )
-    return user
-
-
-def stored_reply(*, session: Session, chat_id: str, seq: int) -> Message | None:
-    """The reply stored for the user message at `seq`: the session's next message, when it
-    is the assistant's.
-    (Not its run's reply: a reply stored after a failed first call comes after the run was
-    sent, unlinked.)"""
-    return session.exec(
-        select(Message).where(
-            Message.session_id == chat_id,
-            Message.seq == seq + 1,
-            Message.role == "assistant",
-        )
-    ).first()
-
-
-def attach_reply(*, session: Session, run_id: str, reply_message_id: str) -> bool:
-    """Make a stored assistant message the reply of a run opened for the user message alone
-    (POST /v1/chat stores the user's message before the chat model answers).
-
-    Only a run no worker has started is changed, atomically; False otherwise (the outbox
-    sweeper sent it during a very slow reply), and the reply stays stored without the link.
-    """
-    stmt = (
-        update(ExtractionRun)
-        .where(
-            col(ExtractionRun.id) == run_id,
-            col(ExtractionRun.status) == "pending",
-            col(ExtractionRun.reply_message_id).is_(None),
-        )
-        .values(reply_message_id=reply_message_id, updated_at=utcnow())
-    )
-    return bool(session.execute(stmt).rowcount)  # type: ignore[attr-defined]

@@ -21,7 +21,6 @@ from shared.vectors.base import (
     DENSE,
     SHARED_HNSW,
     SPARSE,
-    CheckedPoint,
     CollectionState,
     HybridHits,
     PayloadFilter,
@@ -35,11 +34,11 @@ from shared.vectors.base import (
     check_query_dim,
     checked_points,
     dense_dim,
-    filter_terms,
     fitted,
     hybrid_query,
     ordered_hits,
 )
+from shared.vectors.qdrant_convert import to_filter, to_hits, to_struct
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +320,7 @@ class QdrantVectorStore:
             return known
 
         def write() -> bool:
-            structs = [_struct(p, made.sparse) for p in fitted(checked, sparse=made.sparse)]
+            structs = [to_struct(p, made.sparse) for p in fitted(checked, sparse=made.sparse)]
             if structs:
                 # wait=True: the dedup step searches right after writing and must see it.
                 self._client.upsert(collection, points=structs, wait=True)
@@ -342,7 +341,7 @@ class QdrantVectorStore:
         canonical = [canonical_id(i) for i in ids]
         selector: qm.PointIdsList | qm.FilterSelector = qm.PointIdsList(points=list(canonical))
         if payload_filter:
-            scoped = _to_filter(payload_filter)
+            scoped = to_filter(payload_filter)
             assert scoped is not None
             scoped.must = [qm.HasIdCondition(has_id=list(canonical)), *(scoped.must or [])]
             selector = qm.FilterSelector(filter=scoped)
@@ -353,7 +352,7 @@ class QdrantVectorStore:
         )
 
     def delete_where(self, collection: str, payload_filter: PayloadFilter) -> None:
-        where = _to_filter(payload_filter)
+        where = to_filter(payload_filter)
         if where is None:
             raise InvalidInput("delete_where needs a filter; drop_collection removes everything")
         self._unless_missing(
@@ -376,7 +375,7 @@ class QdrantVectorStore:
         if limit <= 0:
             return []
         query = as_floats(vector)
-        query_filter = _to_filter(payload_filter)
+        query_filter = to_filter(payload_filter)
         with self._lock:
             known = self._form(collection)
             if known is None:
@@ -428,7 +427,7 @@ class QdrantVectorStore:
         exclude: PayloadFilter | None = None,
     ) -> HybridHits | None:
         query, terms = hybrid_query(dense, sparse)
-        scope = _to_filter(payload_filter)
+        scope = to_filter(payload_filter)
         # IDF over the points the filter selects (one user's in a shared collection), not
         # every tenant's: their words would set the weights of this user's (ADR 0013).
         idf = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=scope)) if scope else None
@@ -439,7 +438,7 @@ class QdrantVectorStore:
         )
 
         def requests(size: int, ids: Sequence[str] = ()) -> list[qm.QueryRequest]:
-            where = _to_filter(payload_filter, exclude=exclude, has_ids=ids)
+            where = to_filter(payload_filter, exclude=exclude, has_ids=ids)
             batch = [qm.QueryRequest(query=query, using=DENSE, filter=where, limit=size)]
             if words is not None:
                 batch.append(
@@ -462,8 +461,8 @@ class QdrantVectorStore:
             )
             if found is None:
                 return None
-            by_meaning = _scored(found[0].points)
-            by_words = _scored(found[1].points) if words is not None else []
+            by_meaning = to_hits(found[0].points)
+            by_words = to_hits(found[1].points) if words is not None else []
             ids = list(dict.fromkeys(h.id for h in [*by_meaning, *by_words]))
             # Then every candidate by both (ADR 0014): a few dozen points, found by id.
             again = (
@@ -508,7 +507,7 @@ class QdrantVectorStore:
         return ordered_hits(wanted, records, with_vectors=with_vectors)
 
     def count(self, collection: str, *, payload_filter: PayloadFilter | None = None) -> int:
-        where = _to_filter(payload_filter)
+        where = to_filter(payload_filter)
         result = self._unless_missing(
             collection, lambda: self._client.count(collection, count_filter=where, exact=True), None
         )
@@ -567,41 +566,3 @@ class _Form(NamedTuple):
     sparse: bool  # named vectors DENSE and SPARSE; else one unnamed dense vector
     # time.monotonic() when read; one without sparse vectors is read again after RECHECK_S
     read_at: float = 0.0
-
-
-def _struct(point: CheckedPoint, sparse: bool) -> qm.PointStruct:
-    if not sparse:
-        assert point.dense is not None  # fitted() keeps only points with one
-        return qm.PointStruct(id=point.id, vector=point.dense, payload=point.payload)
-    named: dict[str, Any] = {}
-    if point.dense is not None:
-        named[DENSE] = point.dense
-    if point.sparse is not None:
-        named[SPARSE] = qm.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
-    return qm.PointStruct(id=point.id, vector=named, payload=point.payload)
-
-
-def _scored(points: Sequence[qm.ScoredPoint]) -> list[VectorHit]:
-    return [VectorHit(id=str(p.id), score=float(p.score), payload={}) for p in points]
-
-
-def _to_filter(
-    payload_filter: PayloadFilter | None,
-    *,
-    exclude: PayloadFilter | None = None,
-    has_ids: Sequence[str] = (),
-) -> qm.Filter | None:
-    if not payload_filter and not exclude and not has_ids:
-        return None
-    must: list[qm.Condition] = [qm.HasIdCondition(has_id=list(has_ids))] if has_ids else []
-    must += _conditions(payload_filter)
-    return qm.Filter(must=must or None, must_not=_conditions(exclude) or None)
-
-
-def _conditions(payload_filter: PayloadFilter | None) -> list[qm.Condition]:
-    return [
-        qm.FieldCondition(
-            key=key, match=qm.MatchAny(any=value) if several else qm.MatchValue(value=value)
-        )
-        for key, value, several in filter_terms(payload_filter or {})
-    ]

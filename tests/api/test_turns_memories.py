@@ -13,7 +13,7 @@ from sqlmodel import Session, func, select
 
 from services.cli.ops import render
 from shared.db.models import ExtractionRun, Fact, Message
-from shared.ops.queues import OpsSnapshot
+from shared.ops.models import OpsSnapshot
 from shared.runtime import Runtime
 from tests import factories as f
 from tests.factories import ADMIN_KEY, make_settings, wait_job

@@ -20,12 +20,8 @@ from shared.extraction.checks import third_person
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import strict_json_schema
-from shared.llm.client import (
-    LLMClient,
-    MalformedOutput,
-    StructuredOutputFallbacks,
-    rejects_structured_output,
-)
+from shared.llm.client import LLMClient, MalformedOutput
+from shared.llm.formats import StructuredOutputFallbacks, rejects_structured_output
 from tests.scripted_llm import ScriptedLLM
 
 SESSION = dt.datetime(2024, 5, 8, 14, 30, tzinfo=dt.UTC)  # a Wednesday

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from shared import metrics
-from shared.memory.guard import FAMILIES, HITS_METRIC, family_of, fold, is_injectable, scan, screen
+from shared.memory.guard import HITS_METRIC, family_of, is_injectable, scan, screen
+from shared.memory.guard_rules import FAMILIES, fold
 
 ZW = "\u200b"  # zero-width space
 ZWJ = "\u200d"

@@ -11,7 +11,7 @@ from celery import Celery, Task, shared_task
 
 from shared.flows.extract_turn import run_extraction
 from shared.flows.replay_extraction import finish_turn, next_runs, replayable
-from shared.ops.queues import read_broker
+from shared.ops.broker import read_broker
 from workers import queues
 from workers.celery_app import TransientRetry, is_last_attempt
 from workers.runtime import get_runtime

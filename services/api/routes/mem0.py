@@ -59,7 +59,7 @@ async def mem0_tenant(
 TenantDep = Annotated[str, Depends(mem0_tenant)]
 
 
-# shared.memory.reader has a SearchIn too, so /openapi.json names both schemas by their module;
+# shared.memory.models has a SearchIn too, so /openapi.json names both schemas by their module;
 # declared here, mem0's keeps its published name (services__api__routes__mem0__SearchIn).
 class SearchIn(models.SearchIn):
     pass

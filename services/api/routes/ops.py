@@ -13,7 +13,8 @@ from services.api.routing import ApiRoute
 from shared.errors import Unavailable
 from shared.ops import control, page, prometheus, timeseries
 from shared.ops.control import QueueState, RetryIn, RetryOut
-from shared.ops.queues import OpsSnapshot, snapshot
+from shared.ops.models import OpsSnapshot
+from shared.ops.queues import snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 from shared.vectors import VectorStore

@@ -21,15 +21,8 @@ from shared.extraction.base import (
     validate_items,
 )
 from shared.extraction.offline.dates import find_date, warm_up
-from shared.extraction.offline.endings import (
-    ENDING_CUE,
-    ENDING_MENTIONS,
-    ENDINGS,
-    NEGATED_ENDINGS,
-    UNSAID,
-    no_longer,
-    settle,
-)
+from shared.extraction.offline.ended import ENDING_CUE, no_longer, settle
+from shared.extraction.offline.endings import ENDING_MENTIONS, ENDINGS, NEGATED_ENDINGS, UNSAID
 from shared.extraction.offline.items import Item
 from shared.extraction.offline.lexicon import Ctx, Rule, strip_fillers
 from shared.extraction.offline.rules import MENTIONS, RULES
