@@ -30,10 +30,10 @@ class TurnExtraction:
         """The outcomes that ended now: this run's, or every run of the batch it completed;
         [] while it waits for its session's batch."""
         outcome = run_extraction(self.runtime, run_id)
-        if outcome.status != WAITING or outcome.batch_session_id is None:
+        if outcome.status != WAITING or outcome.batch_chat_id is None:
             return [outcome]
-        self.sessions.add(outcome.batch_session_id)
-        return self._due(outcome.batch_session_id) if outcome.batch_due_in_s == 0 else []
+        self.sessions.add(outcome.batch_chat_id)
+        return self._due(outcome.batch_chat_id) if outcome.batch_due_in_s == 0 else []
 
     def flush(self) -> list[RunOutcome]:
         """Every waiting turn extracted, as if its session had fallen quiet."""

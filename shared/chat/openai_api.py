@@ -79,9 +79,9 @@ def completion_turn(
             "SDK) or the X-Tiermem-User header"
         )
     # Without X-Tiermem-Session every call of a user lands in one session of theirs.
-    session_id = header_session or f"{owner}-default"
+    session_external_id = header_session or f"{owner}-default"
     _identifier(owner, "user (the `user` field or X-Tiermem-User)")
-    _identifier(session_id, "session (X-Tiermem-Session)")
+    _identifier(session_external_id, "session (X-Tiermem-Session)")
     extra = request.model_extra or {}
     refused = [name for name in REFUSED if extra.get(name)]
     if refused:
@@ -98,7 +98,7 @@ def completion_turn(
         )
     return ChatTurnIn(
         user_external_id=owner,
-        session_external_id=session_id,
+        session_external_id=session_external_id,
         message=NewMessage(role="user", content=_text(last.content), speaker=last.name),
         model=request.model,
         temperature=request.temperature,

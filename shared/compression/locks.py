@@ -16,8 +16,8 @@ class CompressionBusy(TransientError):
 SessionLocks = KeyLocks
 
 
-def _busy(session_id: str) -> CompressionBusy:
-    return CompressionBusy(f"session {session_id} is being compressed by another run")
+def _busy(chat_id: str) -> CompressionBusy:
+    return CompressionBusy(f"session {chat_id} is being compressed by another run")
 
 
 def make_session_locks(settings: Settings) -> SessionLocks:

@@ -130,7 +130,7 @@ def tiers_view(*, session: Session, chat: ChatSession, settings: Settings) -> Ti
 
 
 def _external_ids(session: Session, state: TierState, chat: ChatSession) -> dict[str, str]:
-    ids = {r.session_id for span in state.spans_in_order() for r in span} - {chat.id}
+    ids = {r.chat_id for span in state.spans_in_order() for r in span} - {chat.id}
     out = {chat.id: chat.external_id}
     if ids:
         rows = session.exec(select(ChatSession).where(col(ChatSession.id).in_(ids))).all()
@@ -151,7 +151,7 @@ def _entry_public(e: Entry, external: dict[str, str]) -> TierEntryPublic:
         message_count=e.message_count,
         spans=[
             SpanPublic(
-                session_id=external.get(r.session_id, r.session_id),
+                session_id=external.get(r.chat_id, r.chat_id),
                 first_seq=r.first_seq,
                 last_seq=r.last_seq,
                 first_message_id=r.first_message_id,

@@ -10,9 +10,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class SeqRange:
-    """Messages first_seq..last_seq (inclusive) of one session, with the ids at both ends."""
+    """Messages first_seq..last_seq (inclusive) of one session (its internal id), with the
+    ids at both ends. Stored under the key "session_id" (as_dict, of)."""
 
-    session_id: str
+    chat_id: str
     first_seq: int
     last_seq: int
     first_message_id: str
@@ -20,7 +21,7 @@ class SeqRange:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "session_id": self.session_id,
+            "session_id": self.chat_id,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "first_message_id": self.first_message_id,
@@ -30,7 +31,7 @@ class SeqRange:
     @classmethod
     def of(cls, data: dict[str, Any]) -> SeqRange:
         return cls(
-            session_id=str(data["session_id"]),
+            chat_id=str(data["session_id"]),
             first_seq=int(data["first_seq"]),
             last_seq=int(data["last_seq"]),
             first_message_id=str(data["first_message_id"]),
@@ -51,9 +52,9 @@ def union(spans: Iterable[Span]) -> Span:
     for span in spans:
         for r in span:
             last = out[-1] if out else None
-            if last is not None and last.session_id == r.session_id and r.first_seq > last.last_seq:
+            if last is not None and last.chat_id == r.chat_id and r.first_seq > last.last_seq:
                 out[-1] = SeqRange(
-                    last.session_id,
+                    last.chat_id,
                     last.first_seq,
                     r.last_seq,
                     last.first_message_id,
@@ -64,12 +65,12 @@ def union(spans: Iterable[Span]) -> Span:
     return tuple(out)
 
 
-def own_range(span: Span, session_id: str) -> SeqRange | None:
-    ranges = [r for r in span if r.session_id == session_id]
+def own_range(span: Span, chat_id: str) -> SeqRange | None:
+    ranges = [r for r in span if r.chat_id == chat_id]
     if not ranges:
         return None
     return SeqRange(
-        session_id,
+        chat_id,
         ranges[0].first_seq,
         ranges[-1].last_seq,
         ranges[0].first_message_id,
@@ -81,8 +82,8 @@ def _intervals(ranges: Iterable[SeqRange]) -> dict[str, list[tuple[int, int]]]:
     """Per session, sorted intervals with touching ones joined ([0,3] + [4,9] → [0,9])."""
     by_session: dict[str, list[tuple[int, int]]] = {}
     for r in ranges:
-        by_session.setdefault(r.session_id, []).append((r.first_seq, r.last_seq))
-    for session_id, items in by_session.items():
+        by_session.setdefault(r.chat_id, []).append((r.first_seq, r.last_seq))
+    for chat_id, items in by_session.items():
         items.sort()
         joined: list[tuple[int, int]] = []
         for first, last in items:
@@ -90,7 +91,7 @@ def _intervals(ranges: Iterable[SeqRange]) -> dict[str, list[tuple[int, int]]]:
                 joined[-1] = (joined[-1][0], max(joined[-1][1], last))
             else:
                 joined.append((first, last))
-        by_session[session_id] = joined
+        by_session[chat_id] = joined
     return by_session
 
 
@@ -115,7 +116,7 @@ def partition_problems(
         for r in span:
             if r.first_seq > r.last_seq:
                 problems.append(f"empty range {r.first_seq}..{r.last_seq}")
-            if r.session_id != session_id:
+            if r.chat_id != session_id:
                 inherited.append(r)
                 continue
             own_order.append((r.first_seq, r.last_seq))
@@ -139,10 +140,10 @@ def partition_problems(
     # Parents' messages: the seed ranges, each covered once, none lost and none invented.
     seen: dict[str, list[tuple[int, int]]] = {}
     for r in inherited:
-        for a, b in seen.get(r.session_id, []):
+        for a, b in seen.get(r.chat_id, []):
             if r.first_seq <= b and a <= r.last_seq:
                 problems.append(f"parent range {r.first_seq}..{r.last_seq} covered twice")
-        seen.setdefault(r.session_id, []).append((r.first_seq, r.last_seq))
+        seen.setdefault(r.chat_id, []).append((r.first_seq, r.last_seq))
     if _intervals(inherited) != _intervals(seeded):
         problems.append(
             "the parent ranges covered differ from the ranges the session was seeded with"

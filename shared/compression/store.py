@@ -271,7 +271,7 @@ def persist_step(
             for t in ("head", "bulks", "topics")
             for e in after.entries(t)
             for r in e.spans
-            if r.session_id == chat_id
+            if r.chat_id == chat_id
         ]
         + [-1]
     )

@@ -181,7 +181,7 @@ def _history_need(history: list[HistoryEntry], name: str, share: int) -> int:
 def assemble(
     *,
     user: str,
-    session_id: str,
+    session_external_id: str,
     query: str,
     budget: int,
     name: str,
@@ -310,7 +310,7 @@ def assemble(
     )
     return ContextPublic(
         user_id=user,
-        session_id=session_id,
+        session_id=session_external_id,
         query=query,
         budget_tokens=budget,
         token_count=tokens,

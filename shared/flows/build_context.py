@@ -65,7 +65,7 @@ def build_context(
     history = _history(session, chat, name) if chat is not None else []
     return assemble(
         user=user.external_id if user else (user_external_id or ""),
-        session_id=session_external_id,
+        session_external_id=session_external_id,
         query=query,
         budget=budget,
         name=name,

@@ -38,12 +38,12 @@ from shared.records.batches import claim_due
 from shared.runtime import Runtime
 
 
-def collect_session(runtime: Runtime, session_id: str) -> list[list[str]]:
+def collect_session(runtime: Runtime, chat_id: str) -> list[list[str]]:
     """The session's waiting turns claimed in batches (run ids, turn order) when due; []
     when not due yet, or already claimed. Send each batch after this returns."""
     try:
         with session_scope(runtime.engine) as session:
-            return claim_due(session, session_id=session_id, rule=batch_rule(runtime))
+            return claim_due(session, session_id=chat_id, rule=batch_rule(runtime))
     except OperationalError as exc:
         raise TransientError(f"database error while claiming a batch: {exc.orig}") from exc
 

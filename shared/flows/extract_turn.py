@@ -59,14 +59,14 @@ class RunOutcome:
     added: int = 0
     merged: int = 0
     superseded: int = 0
-    # The session whose history this run grew (a live turn with an assistant reply).
-    history_grew_session_id: str | None = None
+    # The chat (internal id) whose history this run grew (a live turn with a reply).
+    history_grew_chat_id: str | None = None
     # That history is now over its compression trigger: the worker queues the session's
     # compression (decided here, once per session for a batch: `decide_compression`).
     compress_next: bool = False
     # Set when the run was parked ("waiting", ADR 0024): its session's batch is due in this
     # many seconds (0: now), so the worker sends the session's batch check then.
-    batch_session_id: str | None = None
+    batch_chat_id: str | None = None
     batch_due_in_s: float | None = None
 
     def as_dict(self) -> dict[str, object]:
@@ -128,10 +128,10 @@ def decide_compression(runtime: Runtime, outcomes: list[RunOutcome]) -> list[Run
     extraction run, so compression is checked once per turn (once per session for a batch)
     without each route having to remember it; the check (a few SQL sums) is cheaper than a
     task that would mostly find nothing to do."""
-    for session_id in {o.history_grew_session_id for o in outcomes if o.history_grew_session_id}:
-        if over_trigger(runtime, session_id):
+    for chat_id in {o.history_grew_chat_id for o in outcomes if o.history_grew_chat_id}:
+        if over_trigger(runtime, chat_id):
             for outcome in outcomes:
-                outcome.compress_next |= outcome.history_grew_session_id == session_id
+                outcome.compress_next |= outcome.history_grew_chat_id == chat_id
     return outcomes
 
 
@@ -172,7 +172,7 @@ def park(runtime: Runtime, run_id: str) -> RunOutcome | None:
         raise TransientError(exc.message) from exc
     except OperationalError as exc:
         raise TransientError(f"database error while parking the run: {exc.orig}") from exc
-    return RunOutcome(run_id, WAITING, batch_session_id=run.session_id, batch_due_in_s=due)
+    return RunOutcome(run_id, WAITING, batch_chat_id=run.session_id, batch_due_in_s=due)
 
 
 def _index_turn(runtime: Runtime, run: ExtractionRun) -> None:
@@ -221,7 +221,7 @@ def settle(
     if result.skipped_reason or not result.facts:
         status = "skipped" if result.skipped_reason else "done"
         outcome = RunOutcome(
-            run_id, DROPPED if result.all_dropped else status, history_grew_session_id=history_grew
+            run_id, DROPPED if result.all_dropped else status, history_grew_chat_id=history_grew
         )
         fields = _result_fields(result)
         if result.all_dropped:
@@ -252,7 +252,7 @@ def settle(
         added=len(written.added),
         merged=len(written.merged),
         superseded=len(written.superseded),
-        history_grew_session_id=history_grew,
+        history_grew_chat_id=history_grew,
     )
     _finish(runtime, run_id, outcome, result_fields=_result_fields(result), started=started)
     return outcome
@@ -307,7 +307,7 @@ def fail_run(
     return RunOutcome(
         run.id,
         "failed",
-        history_grew_session_id=(run.session_id if run.reply_message_id else None),
+        history_grew_chat_id=(run.session_id if run.reply_message_id else None),
     )
 
 

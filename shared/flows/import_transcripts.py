@@ -34,11 +34,11 @@ def import_lines(
     groups: dict[tuple[str, str], list[TranscriptLine]] = {}
     for line in lines:  # dicts keep first-seen order: sessions are stored in file order
         groups.setdefault((line.user_id, line.session_id), []).append(line)
-    for (user_id, session_id), group in groups.items():
+    for (user_external_id, session_external_id), group in groups.items():
         request = IngestRequest(
             tenant_id=tenant_id,
-            user_external_id=user_id,
-            session_external_id=session_id,
+            user_external_id=user_external_id,
+            session_external_id=session_external_id,
             messages=[NewMessage.of(g, g.role) for g in group],
             extractor=settings.extractor_kind,
         )

@@ -72,11 +72,11 @@ def add_messages(
     if not body.infer:
         return _write_now(runtime, session, tenant_id, body, owner, said)
     run_id = body.run_id or f"mem0-{owner}"
-    session_id = run_id if len(run_id) <= ID_MAX_LENGTH else point_id("mem0", run_id)
+    session_external_id = run_id if len(run_id) <= ID_MAX_LENGTH else point_id("mem0", run_id)
     try:
         lines = [
             TranscriptLine.model_validate(
-                {"user_id": owner, "session_id": session_id, "role": m.role,
+                {"user_id": owner, "session_id": session_external_id, "role": m.role,
                  "content": m.content, "created_at": said},
                 strict=False,
             )

@@ -20,9 +20,9 @@ def extract_turn_task(self: Task, run_id: str) -> dict[str, Any]:
     outcome = run_extraction(
         get_runtime(), run_id, last_attempt=is_last_attempt(self), worker=self.request.hostname
     )
-    if outcome.batch_session_id is not None and outcome.batch_due_in_s is not None:
+    if outcome.batch_chat_id is not None and outcome.batch_due_in_s is not None:
         # Parked: the session's batch check, now or once the session has been quiet.
-        enqueue_session_check(self.app, outcome.batch_session_id, outcome.batch_due_in_s)
+        enqueue_session_check(self.app, outcome.batch_chat_id, outcome.batch_due_in_s)
     _compress_next(self.app, [outcome])
     return outcome.as_dict()
 
@@ -46,9 +46,9 @@ def extract_batch_task(self: Task, run_ids: list[str]) -> list[dict[str, Any]]:
 
 def _compress_next(app: Celery, outcomes: list[RunOutcome]) -> None:
     # The flow decided which sessions' histories are over their trigger (decide_compression).
-    for session_id in {o.history_grew_session_id for o in outcomes if o.compress_next}:
-        assert session_id is not None
-        enqueue_compression(app, session_id)
+    for chat_id in {o.history_grew_chat_id for o in outcomes if o.compress_next}:
+        assert chat_id is not None
+        enqueue_compression(app, chat_id)
 
 
 def enqueue_session_check(app: Celery, session_id: str, countdown_s: float) -> None:
