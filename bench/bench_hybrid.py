@@ -198,7 +198,7 @@ def pad(product: Product, users: int) -> None:
             vectors = rng.standard_normal((PAD_MESSAGES, runtime.embedder.dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             runtime.messages_of(tenant_id=product.tenant_id, user_id=result.user_id).upsert(
-                [VectorPoint(m.id, v, {"session_id": result.session_id, "role": m.role})
+                [VectorPoint(m.id, v, {"session_id": result.chat_id, "role": m.role})
                  for m, v in zip(result.messages, vectors, strict=True)]
             )  # fmt: skip
             product.pad_vectors.update(

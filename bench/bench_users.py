@@ -105,7 +105,7 @@ def load(folder: Path, qdrant: dict[str, str], users: int, seed: int = 7) -> flo
             )  # fmt: skip
             first_user = next(m for m in result.messages if m.role == "user")
             provenance = writer.Provenance(
-                tenant_id=tenant.id, user_id=result.user_id, session_id=result.session_id,
+                tenant_id=tenant.id, user_id=result.user_id, chat_id=result.chat_id,
                 message_ids=(first_user.id,), seen_at=said[0], extractor="offline",
                 extractor_version="bench", model=None,
             )  # fmt: skip
@@ -130,7 +130,7 @@ def load(folder: Path, qdrant: dict[str, str], users: int, seed: int = 7) -> flo
                 ]
             )
             runtime.messages_of(tenant_id=tenant.id, user_id=result.user_id).upsert(
-                [VectorPoint(m.id, v, {"session_id": result.session_id, "role": m.role})
+                [VectorPoint(m.id, v, {"session_id": result.chat_id, "role": m.role})
                  for m, v in zip(result.messages, message_vectors, strict=True)]
             )  # fmt: skip
             if i % 200 == 199:

@@ -187,7 +187,7 @@ def load_sessions(
             for m, said in zip(result.messages, gen.messages, strict=True):
                 all_ids.append(m.id)
                 if m.role == "user":
-                    loaded.user_message_ids.append((m.id, result.session_id, said.created_at))
+                    loaded.user_message_ids.append((m.id, result.chat_id, said.created_at))
         session.commit()
         assert loaded is not None
         # The steady state after the worker ran: every run done, every message extracted.
@@ -222,7 +222,7 @@ def _provenance(tenant_id: str, loaded: LoadedUser, rng: random.Random) -> write
     return writer.Provenance(
         tenant_id=tenant_id,
         user_id=loaded.user_id,
-        session_id=session_id,
+        chat_id=session_id,
         message_ids=(message_id,),
         seen_at=said_at,
         extractor="offline",

@@ -210,7 +210,7 @@ def load(
         )
         current_rows.reverse()
     state = TierState(
-        session_id=chat.id,
+        chat_id=chat.id,
         head=head,
         bulks=tuple(row_entry(r, name) for r in rows if r.tier == "bulks"),
         topics=tuple(row_entry(r, name) for r in rows if r.tier == "topics"),

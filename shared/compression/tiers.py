@@ -47,7 +47,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class TierState:
-    session_id: str
+    chat_id: str  # the session's internal id
     head: tuple[Entry, ...] = ()
     bulks: tuple[Entry, ...] = ()
     topics: tuple[Entry, ...] = ()

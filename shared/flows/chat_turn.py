@@ -193,7 +193,7 @@ def _store_user_message(
     answered = (
         None
         if result.runs
-        else stored_reply(session=session, chat_id=result.session_id, seq=message.seq)
+        else stored_reply(session=session, chat_id=result.chat_id, seq=message.seq)
     )
     return _Turn(
         tenant_id, turn, message.id, run.id if run else None, _open(run), answered=answered

@@ -266,7 +266,7 @@ def _staged_turns(runtime: Runtime, staged: Sequence[ExtractionRun]) -> list[Tur
         provenance = Provenance(
             tenant_id=run.tenant_id,
             user_id=run.user_id,
-            session_id=run.session_id,
+            chat_id=run.session_id,
             message_ids=tuple(m for m in (run.message_id, run.reply_message_id) if m),
             seen_at=dt.datetime.fromisoformat(payload["seen_at"]),
             extractor=payload.get("extractor", run.extractor),

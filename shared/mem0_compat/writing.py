@@ -98,7 +98,7 @@ def _write_user(
             provenance = Provenance(
                 tenant_id=user.tenant_id,
                 user_id=user.id,
-                session_id=SOURCE_SESSION,
+                chat_id=SOURCE_SESSION,
                 message_ids=(source_id(record),),
                 seen_at=record.created_at,
                 extractor=EXTRACTOR,

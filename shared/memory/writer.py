@@ -45,7 +45,7 @@ class WriteOutcome:
 class Provenance:
     tenant_id: str
     user_id: str
-    session_id: str
+    chat_id: str  # the session's internal id
     message_ids: tuple[str, ...]
     seen_at: dt.datetime  # when the source message was said
     extractor: str
@@ -385,8 +385,8 @@ def _merge(target: Fact, fact: TypedFact, provenance: Provenance) -> bool:
     if provenance.message_ids[0] in target.source_message_ids:
         return False
     target.source_message_ids = [*target.source_message_ids, *provenance.message_ids]
-    if provenance.session_id not in target.source_session_ids:
-        target.source_session_ids = [*target.source_session_ids, provenance.session_id]
+    if provenance.chat_id not in target.source_session_ids:
+        target.source_session_ids = [*target.source_session_ids, provenance.chat_id]
     target.mention_count += 1
     target.last_seen_at = max(target.last_seen_at, provenance.seen_at)
     target.confidence = max(target.confidence, fact.confidence)
@@ -415,7 +415,7 @@ def _new_row(fact: TypedFact, provenance: Provenance) -> Fact:
         tags=list(fact.tags),
         confidence=fact.confidence,
         valid_from=valid_from,
-        source_session_ids=[provenance.session_id],
+        source_session_ids=[provenance.chat_id],
         source_message_ids=list(provenance.message_ids),
         extractor=provenance.extractor,
         extractor_version=provenance.extractor_version,
@@ -437,7 +437,7 @@ def provenance_for(
     return Provenance(
         tenant_id=run.tenant_id,
         user_id=run.user_id,
-        session_id=run.session_id,
+        chat_id=run.session_id,
         message_ids=ids,
         seen_at=seen_at,
         extractor=extractor,

@@ -63,7 +63,7 @@ class StoredRun:
 
 @dataclass
 class IngestResult:
-    session_id: str
+    chat_id: str  # the session's internal id
     user_id: str
     messages: list[StoredMessage]
     runs: list[StoredRun]  # new pending runs: enqueue these after the commit
@@ -254,7 +254,7 @@ def _prepare(session: Session, request: IngestRequest, batch: _Batch) -> IngestR
     resent = _resent(request.messages, known)
     fresh = [m for m, again in zip(request.messages, resent, strict=True) if not again]
     result = IngestResult(
-        session_id=chat_id,
+        chat_id=chat_id,
         user_id=user_id,
         messages=[],
         runs=[],

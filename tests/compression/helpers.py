@@ -67,7 +67,7 @@ def message(seq: int, text: str, *, session_id: str = "s", role: str | None = No
 
 def state_of(texts: list[str], *, session_id: str = "s") -> TierState:
     return TierState(
-        session_id=session_id,
+        chat_id=session_id,
         current=tuple(message(i, t, session_id=session_id) for i, t in enumerate(texts)),
     )
 

@@ -169,7 +169,7 @@ def grow(
     """A session as it happens: one message at a time, the loop after each (above the
     trigger only). Returns the runs that did something."""
     full = state_of(texts)
-    state = TierState(session_id="s")
+    state = TierState(chat_id="s")
     runs = []
     for message in full.current:
         state = dataclasses.replace(state, current=(*state.current, message))

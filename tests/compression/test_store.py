@@ -77,7 +77,7 @@ def add_turns(runtime: Runtime, n_turns: int, *, session_id: str = "s1", start: 
                     NewMessage("assistant", text_of(20 + i % 30, 1000 + i)),
                 ],
             )
-            chat_id = result.session_id
+            chat_id = result.chat_id
         session.commit()
     return chat_id
 

@@ -61,7 +61,7 @@ def store(runtime: Runtime, *said: Said, user: str = "ana") -> None:
             provenance = Provenance(
                 tenant_id=tenant.id,
                 user_id=owner.id,
-                session_id="s-old",
+                chat_id="s-old",
                 message_ids=(f"m{i}",),
                 seen_at=DAY + dt.timedelta(days=s.day),
                 extractor="offline",

@@ -60,7 +60,7 @@ def _store_turns(runtime: Runtime, texts: list[str], chat: str = "s1") -> tuple[
         )
         (result,) = ingest_batch(session=session, settings=runtime.settings, requests=[request])
         session.commit()
-    return result.session_id, [run.id for run in result.runs]
+    return result.chat_id, [run.id for run in result.runs]
 
 
 def _park(runtime: Runtime, run_ids: list[str]) -> None:
