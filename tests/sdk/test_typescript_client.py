@@ -9,6 +9,7 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -135,3 +136,19 @@ def test_packed_package_stores_a_turn_waits_for_its_job_and_finds_the_memory(
     assert "job done" in output, output
     assert "Berlin" in output.split("job done", 1)[1], output
     assert "404 not_found" in output, output
+
+    # The READMEs' TypeScript, type-checked against the installed package's own types.
+    for n, block in enumerate(readme_blocks("ts")):
+        (app / f"readme_{n}.mts").write_text(block)
+    tsc = [str(built / "node_modules" / ".bin" / "tsc"), "--noEmit", "--strict"]
+    options = ["--target", "ES2022", "--module", "NodeNext", "--lib", "ES2022,DOM"]
+    run([*tsc, *options, *sorted(p.name for p in app.glob("readme_*.mts"))], cwd=app)
+
+
+def readme_blocks(language: str) -> list[str]:
+    """The fenced `language` blocks of the root README and the SDK's."""
+    blocks = []
+    for readme in (processes.REPO / "README.md", SDK / "README.md"):
+        blocks += re.findall(rf"^```{language}\n(.*?)^```$", readme.read_text(), re.M | re.S)
+    assert len(blocks) >= 2, "no TypeScript example in the READMEs"
+    return blocks

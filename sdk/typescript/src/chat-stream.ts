@@ -12,15 +12,20 @@ export interface OpenedStream {
 
 /** The reply's deltas as they come (`for await (const delta of stream)`); once the loop
  * ends, `result` holds the stored turn's ids, usage and context counts (its `reply` is the
- * whole text). The request is sent when the loop starts; leaving the loop early closes it
- * (the server stores the part of the reply that was sent). */
+ * whole text). The request is sent when the first loop starts (a second loop yields
+ * nothing); leaving the loop early closes it (the server stores the part of the reply that
+ * was sent). */
 export class ChatStream implements AsyncIterable<string> {
   result: ChatPublic | null = null;
   private readonly deltas: string[] = [];
+  private sent = false;
 
   constructor(private readonly open: () => Promise<OpenedStream>) {}
 
   async *[Symbol.asyncIterator](): AsyncIterator<string> {
+    // Read once, as the Python SDK's: a second loop would send the message again.
+    if (this.sent) return;
+    this.sent = true;
     const { body, timer } = await this.open();
     const reader = body.getReader();
     const decoder = new TextDecoder();

@@ -230,6 +230,8 @@ describe("against a scripted server", () => {
     assert.equal(stream.result.job_id, "j");
     assert.equal("done" in stream.result, false);
     assert.equal(JSON.parse(scripted.seen[0].body).stream, true);
+    for await (const _ of stream) assert.fail("a second loop yields nothing");
+    assert.equal(scripted.seen.length, 1, "and sends nothing");
   });
 
   test("an error event in a stream is thrown typed; a failed stream is not retried", async () => {
