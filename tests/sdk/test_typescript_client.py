@@ -1,7 +1,7 @@
 """The TypeScript client (sdk/typescript) against a real `tiermem serve`: its generated types
 match the OpenAPI document the server serves, its `node --test` suite passes (the scripted
-server as the chat model), and the packed npm package stores a turn, waits for its job and
-finds the memory. Skipped only where `node` is not installed."""
+server as the chat model), and on Bun and Deno too, and the packed npm package stores a
+turn, waits for its job and finds the memory. Skipped only where `node` is not installed."""
 
 from __future__ import annotations
 
@@ -111,6 +111,49 @@ def test_node_suite_passes_against_tiermem_serve(
     )
     assert summary.get("fail") == "0" and summary.get("skipped") == "0", output[-3000:]
     assert int(summary["pass"]) >= 20, output[-3000:]
+
+
+@pytest.fixture(name="runtimes", scope="module")
+def runtimes_fixture() -> Path:
+    """Bun and Deno at the versions sdk/typescript/test/runtimes pins (their npm packages
+    ship the binaries)."""
+    folder = SDK / "test" / "runtimes"
+    npm("ci", cwd=folder)
+    return folder / "node_modules" / ".bin"
+
+
+@pytest.mark.parametrize("runtime", ["bun", "deno"])
+def test_bun_and_deno_pass_the_same_suite(
+    built: Path,
+    server: str,
+    scripted_llm: ScriptedLLM,
+    runtimes: Path,
+    tmp_path: Path,
+    runtime: str,
+) -> None:
+    """The client uses only what every platform has (fetch, AbortController, streams): the
+    Node suite, unchanged, passes on Bun's and Deno's own test runners too."""
+    scripted_llm.script(CHAT_MATCH, CHAT_REPLY)
+    files = sorted(f"./{p.relative_to(built)}" for p in (built / "test").glob("*.test.js"))
+    env = node_env(
+        server,
+        TIERMEM_TEST_CHAT_MATCH=CHAT_MATCH,
+        TIERMEM_TEST_CHAT_REPLY=CHAT_REPLY,
+        DENO_DIR=str(tmp_path / "deno"),
+        DENO_NO_UPDATE_CHECK="1",
+        NO_COLOR="1",
+    )
+    if runtime == "bun":
+        output = run([str(runtimes / "bun"), "test", *files], cwd=built, env=env)
+        assert re.search(r"^ 0 fail$", output, re.M) and "(skip)" not in output, output
+        assert int(re.findall(r"^ (\d+) pass$", output, re.M)[-1]) >= 20, output
+    else:
+        output = run(
+            [str(runtimes / "deno"), "test", "-A", "--no-check", *files], cwd=built, env=env
+        )
+        assert re.search(r"^ok \| \d+ passed \(\d+ steps\) \| 0 failed", output, re.M), output
+        assert " ignored (" not in output and "FAILED" not in output, output
+        assert sum(int(n) for n in re.findall(r"passed \((\d+) steps\)", output)) >= 20, output
 
 
 def test_packed_package_stores_a_turn_waits_for_its_job_and_finds_the_memory(

@@ -5,8 +5,10 @@
 export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 export const IDEMPOTENT: ReadonlySet<string> = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
 // Errors that say the request never left (refused, no such host, connect timeout): safe to
-// send again whatever the method. Node's fetch (undici) puts the code on the error's cause;
-// browsers say nothing, so there only idempotent requests are retried.
+// send again whatever the method. Node's fetch (undici) puts the code on the error's cause,
+// Bun on the error; Deno says it in the cause's message. Browsers say nothing, so there only
+// idempotent requests are retried.
+const NOT_SENT_MESSAGE = /client error \(Connect\)/;
 const NOT_SENT_CODES: ReadonlySet<string> = new Set([
   "ECONNREFUSED",
   "ENOTFOUND",
@@ -85,6 +87,7 @@ export function notSent(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e && depth < 4; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && NOT_SENT_CODES.has(code)) return true;
+    if (e instanceof Error && NOT_SENT_MESSAGE.test(e.message)) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -39,6 +39,9 @@ class Scripted {
         request.socket.destroy(); // drop the connection without an answer
         return;
       }
+      // A connection per request: Deno's fetch sends a request again by itself when a
+      // pooled connection turns out closed, which would hide what the client decided.
+      response.setHeader("Connection", "close");
       if (step.events) {
         response.writeHead(200, { "Content-Type": "text/event-stream" });
         for (const event of step.events) response.write(`data: ${JSON.stringify(event)}\n\n`);
@@ -62,7 +65,10 @@ describe("against a scripted server", () => {
     await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
     url = `http://127.0.0.1:${server.address().port}`;
   });
-  after(() => new Promise((resolve) => server.close(resolve)));
+  after(() => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(resolve));
+  });
   beforeEach(() => {
     scripted.script = [];
     scripted.seen = [];
