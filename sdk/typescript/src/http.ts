@@ -65,10 +65,10 @@ export class Transport {
       ...options.headers,
     };
     const platform = globalThis.fetch as Fetch | undefined;
-    const chosen = options.fetch ?? platform;
-    if (!chosen) throw new TypeError("no global fetch (Node >= 18 has one): pass options.fetch");
-    // Called unbound: browsers refuse a `fetch` called on another object ("Illegal invocation").
-    this.fetch = options.fetch ?? ((input, init) => chosen.call(globalThis, input, init));
+    if (options.fetch) this.fetch = options.fetch;
+    // Called on globalThis: browsers refuse a `fetch` called on another object ("Illegal invocation").
+    else if (platform) this.fetch = (input, init) => platform.call(globalThis, input, init);
+    else throw new TypeError("no global fetch (Node >= 18 has one): pass options.fetch");
   }
 
   /** One call, sent again as the retry policy says; its JSON answer, or its typed error. */
