@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.extraction.base import KnownFact, TurnInput
+from shared.extraction.base import KnownFact, Rejection, TurnInput
+from shared.extraction.checks import review
 from shared.extraction.endings import link_ending
 from shared.extraction.schemas import TypedFact, typed_fact_adapter
 from tests import factories as f
@@ -74,3 +75,16 @@ def test_no_number_is_no_ending() -> None:
 def test_a_number_into_facts_with_no_stored_id_links_nothing() -> None:
     unsaved = TurnInput(**{**TURN.__dict__, "known_facts": (KnownFact("fact", TESCO.content),)})
     assert link_ending(_fact(QUIT, 1), unsaved) == "refused"
+
+
+def test_an_ending_written_as_the_known_sentence_reads_as_an_ending() -> None:
+    """The 1.5B model marks the known sentence itself ended ("Jade works nights at
+    Tesco.", ended): stored so, it would read as the belief it ends, and merge into it."""
+    item = f.ended(f.identity("Jade", "employer", "Tesco", "Jade works nights at Tesco."))
+    checked = review(TURN)(_fact(item, 1))
+    assert not isinstance(checked, Rejection)
+    assert checked.content == "It is no longer true that Jade works nights at Tesco."
+    assert link_ending(checked, TURN) == "linked" and checked.ends_fact_id == "fact-tesco"
+    # Its own words stay its own: an ending that says what ended is not rewritten.
+    said = f.ended(f.identity("Jade", "employer", "Tesco", "Jade quit Tesco."))
+    assert review(TURN)(_fact(said, 1)).content == "Jade quit Tesco."  # type: ignore[union-attr]
