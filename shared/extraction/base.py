@@ -34,6 +34,7 @@ class KnownFact:
     content: str
     attribute: str | None = None  # identity/fact attribute, preference/decision topic
     value: str | None = None
+    id: str | None = None  # the stored fact: what an item's `ends_known` retires
 
 
 # The API's default speaker names, case-folded: no name to put in a fact.
@@ -70,6 +71,10 @@ class ExtractionResult:
     batch_size: int = 1
     # Of dropped_invalid: items that only restated the earlier conversation shown as context.
     dropped_repeats: int = 0
+    # Items naming a known fact they end (`ends_known`): linked to it, and refused (a number
+    # the turn does not bear out: shared.extraction.endings).
+    endings_linked: int = 0
+    endings_refused: int = 0
 
     @property
     def all_dropped(self) -> bool:

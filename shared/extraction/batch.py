@@ -60,20 +60,13 @@ def build_batch_messages(
     the conversation before the first turn and the known facts of all of them (each turn's
     nearest first, at most `max_known`) as context, then the turns numbered from 1."""
     first = turns[0]
-    known: dict[str, KnownFact] = {}
-    for rank in range(max((len(turn.known_facts) for turn in turns), default=0)):
-        for turn in turns:
-            if rank < len(turn.known_facts):
-                known.setdefault(turn.known_facts[rank].content, turn.known_facts[rank])
-    if max_known is not None:
-        known = dict(list(known.items())[:max_known])
     context = TurnInput(
         user_message="",
         assistant_message=None,
         session_date=first.session_date,
         user_speaker=first.user_speaker,
         earlier_messages=first.earlier_messages,
-        known_facts=tuple(known.values()),
+        known_facts=shown_known_facts(turns, max_known=max_known),
     )
     blocks = "\n".join(
         Template(_TURN_BLOCK).substitute(
@@ -93,6 +86,20 @@ def build_batch_messages(
         turns=blocks,
     )
     return batch_system_prompt(max_facts), user
+
+
+def shown_known_facts(
+    turns: Sequence[TurnInput], *, max_known: int | None = None
+) -> tuple[KnownFact, ...]:
+    """The known facts one call over `turns` shows, numbered in this order: each turn's
+    nearest first, each fact once, at most `max_known`."""
+    known: dict[str, KnownFact] = {}
+    for rank in range(max((len(turn.known_facts) for turn in turns), default=0)):
+        for turn in turns:
+            if rank < len(turn.known_facts):
+                known.setdefault(turn.known_facts[rank].content, turn.known_facts[rank])
+    shown = tuple(known.values())
+    return shown if max_known is None else shown[:max_known]
 
 
 def batch_system_prompt(max_facts: int) -> str:

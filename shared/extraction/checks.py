@@ -9,7 +9,9 @@ context. A statement of the person's in the first person is put in the third per
 is Dan's brother.") and counted as repaired; the assistant's words, questions and copied
 examples are dropped with their reason, counted like any invalid item, so a reply of
 nothing else ends `dropped`, never a quiet `done`. A reply that only restates the earlier
-conversation said nothing new (`Rejection.nothing_new`): it ends `done` with 0 facts.
+conversation said nothing new (`Rejection.nothing_new`): it ends `done` with 0 facts. An
+ending written as the very sentence of a known fact is said as an ending ("It is no longer
+true that …").
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     before = _padded(" ".join(text for _, text in turn.earlier_messages))
     their_words = set(core_words(turn.user_message).split())
     assistant_words = set(core_words(turn.assistant_message or "").split())
+    known_sentences = {core_words(known.content) for known in turn.known_facts}
 
     def check(fact: TypedFact) -> TypedFact | Rejection:
         if fact.content.rstrip().endswith("?"):
@@ -139,9 +142,19 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
                     "the assistant's words (content speaks to 'you'), not a fact about them"
                 )
             fact = fact.model_copy(update={"content": content})
+        if fact.ended and core_words(fact.content) in known_sentences:
+            # The known fact's own sentence marked ended: stored as it is, it would read as
+            # the belief it ends (and, one sentence, be merged into it instead of ending it).
+            fact = fact.model_copy(update={"content": no_longer(fact.content)})
         return _named(fact, turn.user_message) or fact
 
     return check
+
+
+def no_longer(content: str) -> str:
+    """An ending written as the sentence it ends, said as an ending: "Jade works at
+    Tesco." -> "It is no longer true that Jade works at Tesco." """
+    return f"It is no longer true that {content.strip().rstrip('.!')}."
 
 
 def _question(turn: TurnInput) -> str:

@@ -16,12 +16,14 @@ from shared.extraction.batch import (
     items_by_turn,
     pack_turns,
     share,
+    shown_known_facts,
     with_turn_numbers,
 )
 from shared.extraction.checks import review
+from shared.extraction.endings import link_ending
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
-from shared.extraction.schemas import TypedFact, strict_json_schema
+from shared.extraction.schemas import TypedFact, strict_json_schema, with_known_numbers
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
 from shared.tokens import count_tokens
@@ -68,12 +70,13 @@ class LLMExtractor:
             return self._result([], skipped_reason="small_talk")
         turn = self._trimmed(turn)
         system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
+        known = len(turn.known_facts)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=self._schema,
+            schema=with_known_numbers(self._schema, known),
             schema_name=SCHEMA_NAME,
-            decoding_schema=self._decoding_schema,
+            decoding_schema=with_known_numbers(self._decoding_schema, known),
         )
         result = self._validated(_facts_of(reply), turn, reply)
         result.prompt_tokens = reply.prompt_tokens
@@ -108,12 +111,14 @@ class LLMExtractor:
     def _extract_together(self, turns: list[TurnInput]) -> list[ExtractionResult]:
         n = len(turns)
         system, user = self._batch_messages(turns)
-        decoding = self._batch_decoding_schema(n)
+        # The known facts the call shows, numbered as one list for all its turns.
+        shown = shown_known_facts(turns, max_known=self._max_known_in_batch())
+        decoding = with_known_numbers(self._batch_decoding_schema(n), len(shown))
         room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=with_turn_numbers(self._schema, n),
+            schema=with_known_numbers(with_turn_numbers(self._schema, n), len(shown)),
             schema_name=SCHEMA_NAME,
             decoding_schema=decoding,
             # Each turn's reply may take what one turn's may, within the context's room.
@@ -124,7 +129,7 @@ class LLMExtractor:
         grouped = items_by_turn(_facts_of(reply), n)
         results = []
         for i, (turn, items) in enumerate(zip(turns, grouped, strict=True)):
-            result = self._validated(items, turn, reply)
+            result = self._validated(items, dataclasses.replace(turn, known_facts=shown), reply)
             result.prompt_hash = self._batch_prompt_hash
             result.prompt_tokens = prompt_shares[i]
             result.completion_tokens = completion_shares[i]
@@ -136,10 +141,11 @@ class LLMExtractor:
     def _batch_messages(self, turns: list[TurnInput]) -> tuple[str, str]:
         # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
         return build_batch_messages(
-            turns,
-            max_facts=self.settings.max_facts_per_turn,
-            max_known=2 * self.settings.context_facts,
+            turns, max_facts=self.settings.max_facts_per_turn, max_known=self._max_known_in_batch()
         )
+
+    def _max_known_in_batch(self) -> int:
+        return 2 * self.settings.context_facts
 
     def _batch_decoding_schema(self, turns: int) -> dict[str, Any]:
         """Bounded as one turn's is, by max_facts for each turn of the call (at most
@@ -180,7 +186,10 @@ class LLMExtractor:
                 "dropped invalid facts",
                 extra={"dropped": validated.dropped_invalid, "reasons": validated.reasons[:5]},
             )
+        linked = [link_ending(fact, turn) for fact in validated.facts]
         result = self._result(validated.facts, model=reply.model)
+        result.endings_linked = linked.count("linked")
+        result.endings_refused = linked.count("refused")
         result.items_returned = len(items)
         result.dropped_invalid = validated.dropped_invalid
         result.dropped_repeats = validated.dropped_repeats

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import re
 import unicodedata
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, field_validator
 
 ENDED = "ended"  # the slot value of a fact that states its value ended
 FactType = Literal["identity", "preference", "fact", "decision", "goal", "relationship"]
@@ -46,6 +47,25 @@ class _FactBase(BaseModel):
         ),
     )
 
+    ends_known: int | None = Field(
+        default=None,
+        description=(
+            "the number of a known fact (as the request numbers them) this fact says is no "
+            "longer true, else null"
+        ),
+    )
+    # The stored fact `ends_known` names, once checked against the turn
+    # (shared.extraction.endings): the writer retires it. Never asked of the model.
+    _ends_fact_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def ends_fact_id(self) -> str | None:
+        """The stored fact this one ends, by the known fact's number once it was checked."""
+        return self._ends_fact_id
+
+    def link_ended_fact(self, fact_id: str) -> None:
+        self._ends_fact_id = fact_id
+
     @field_validator("tags")
     @classmethod
     def _clean_tags(cls, tags: list[str]) -> list[str]:
@@ -80,7 +100,7 @@ class _FactBase(BaseModel):
     @property
     def details(self) -> dict[str, Any]:
         """The type-specific fields, as stored in the fact row."""
-        common = set(_FactBase.model_fields) | {"type"}
+        common = set(_FactBase.model_fields) | {"type"}  # ends_known: a number in one prompt
         details = self.model_dump(mode="json", exclude=common)
         return {**details, "ended": True} if self.ended else details
 
@@ -298,7 +318,7 @@ def thing_key(value: str) -> str:
     return slot_part(core_words(value))
 
 
-_BASE_FIELDS_LAST = ("content", "ended", "valid_from", "confidence", "tags")
+_BASE_FIELDS_LAST = ("content", "ended", "ends_known", "valid_from", "confidence", "tags")
 
 
 def strict_json_schema(
@@ -344,3 +364,16 @@ def strict_json_schema(
         "required": ["facts"],
         "additionalProperties": False,
     }
+
+
+def with_known_numbers(schema: dict[str, Any], known: int) -> dict[str, Any]:
+    """`schema` whose items' "ends_known" is null or one of 1..known (the known facts the
+    request numbers), so a constrained decoder cannot name a fact it was not shown."""
+    out = copy.deepcopy(schema)
+    numbers: dict[str, Any] = {"type": "null"}
+    if known > 0:
+        numbers = {"anyOf": [{"type": "integer", "enum": list(range(1, known + 1))}, numbers]}
+    for item in out["properties"]["facts"]["items"]["anyOf"]:
+        if "ends_known" in item["properties"]:
+            item["properties"]["ends_known"] = numbers
+    return out

@@ -82,4 +82,5 @@ def _known(row: Fact) -> KnownFact:
         content=row.content,
         attribute=str(attribute) if attribute else None,
         value=str(value) if value else None,
+        id=row.id,
     )

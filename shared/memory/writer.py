@@ -135,6 +135,7 @@ def apply_facts(
                 outcome.merged.append(target.id)
             else:
                 outcome.unchanged.append(target.id)
+            outcome.superseded += _retire_named(session, fact, by=target, provenance=provenance)
             if target.id == fact_id(
                 user_id=provenance.user_id, message_id=provenance.message_ids[0], fact=fact
             ):
@@ -176,6 +177,8 @@ def apply_facts(
             for old in retired:
                 _retire(session, old, by=new, at=provenance.seen_at)
             outcome.superseded += [old.id for old in retired]
+        if new.quarantine_reason is None:
+            outcome.superseded += _retire_named(session, fact, by=new, provenance=provenance)
         session.add(new)
         session.flush()
         batch.append((new, vector))
@@ -305,6 +308,29 @@ def _apply_ending(session: Session, ending: Fact, provenance: Provenance) -> lis
     if _active_in_slot(session, provenance.user_id, ending.slot) is not None:
         ending.slot = None
     return [t.id for t in targets]
+
+
+def _retire_named(
+    session: Session, fact: TypedFact, *, by: Fact, provenance: Provenance
+) -> list[str]:
+    """Retire the stored fact the extractor named as ended by `fact` (`ends_known`, checked
+    against the turn in shared.extraction.endings), when it is this user's, still active and
+    said before; returns its id. What the slot rules above retired is not retired twice."""
+    target = session.get(Fact, fact.ends_fact_id) if fact.ends_fact_id else None
+    if (
+        target is None
+        or target.id == by.id
+        or target.user_id != provenance.user_id
+        or target.valid_to is not None
+        or not _said_before(target, provenance)
+    ):
+        return []
+    when = provenance.seen_at
+    if fact.valid_from is not None:
+        # "handed my notice in on Friday", said on Monday
+        when = min(when, dt.datetime.combine(fact.valid_from, dt.time(), tzinfo=dt.UTC))
+    _retire(session, target, by=by, at=when)
+    return [target.id]
 
 
 def _said_before(fact: Fact, provenance: Provenance) -> bool:

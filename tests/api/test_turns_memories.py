@@ -311,6 +311,50 @@ def test_extraction_reads_the_conversation_and_the_known_facts(
     assert [m["content"] for m in memories] == ["Priya took the job at Arup."]
 
 
+def test_an_item_naming_the_known_fact_it_ends_retires_that_fact(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
+) -> None:
+    """A small model writes "handed in her notice" as a decision, not as the ending of a
+    slot; its `ends_known` number retires the fact it names, and a number the item does
+    not bear out retires nothing."""
+
+    def say(text: str) -> dict[str, Any]:
+        body = f.turn("jade", text, speaker="Jade")
+        return wait_job(client, post_turn(client, "s1", body)["job_id"])
+
+    # No attribute: no slot the belief rules could end.
+    scripted_llm.script("tesco", f.facts(f.general("Jade", "Jade works nights at Tesco.")))
+    quit_ = f.decision("Jade", "job", "hand in notice", "Jade handed in her notice at Tesco.")
+    scripted_llm.script("notice", f.facts({**quit_, "ends_known": 1}))
+    scripted_llm.script("mochi", f.facts(f.pet("Jade", "Mochi", "Jade has a cat called Mochi.")))
+    bike = f.general("Jade", "Jade got a new bike.")
+    scripted_llm.script("bike", f.facts(*({**bike, "ends_known": n} for n in (1, 2))))
+
+    say("i work nights at tesco")
+    notice = say("handed my notice in!!")
+    request = scripted_llm.chat_requests()[-1]
+    assert "[1] fact: Jade works nights at Tesco." in request["messages"][1]["content"]
+    schema = request["response_format"]["json_schema"]["schema"]
+    numbers = schema["properties"]["facts"]["items"]["anyOf"][0]["properties"]["ends_known"]
+    assert numbers["anyOf"][0]["enum"] == [1]  # only a number it was shown
+    say("oh and my cat mochi")
+    bike_job = say("got a new bike")  # shown [1] the notice and [2] the cat, or the reverse
+
+    with Session(runtime.engine) as session:
+        rows = {row.content: row for row in session.exec(select(Fact)).all()}
+    tesco = rows["Jade works nights at Tesco."]
+    assert notice["status"] == "done" and notice["facts_superseded"] == 1
+    assert tesco.valid_to is not None
+    assert tesco.superseded_by == rows["Jade handed in her notice at Tesco."].id
+    assert bike_job["status"] == "done" and bike_job["facts_superseded"] == 0
+    active = {m["content"] for m in client.get("/v1/users/jade/memories").json()["data"]}
+    assert active == {
+        "Jade handed in her notice at Tesco.",
+        "Jade has a cat called Mochi.",
+        "Jade got a new bike.",
+    }
+
+
 def test_a_plain_server_error_is_retried_as_before(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:

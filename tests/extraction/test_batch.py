@@ -53,6 +53,7 @@ MO = {
     "tags": [],
     "valid_from": None,
     "ended": False,
+    "ends_known": None,
 }
 
 

@@ -1,5 +1,5 @@
 """One real `tiermem serve` (offline extractor, the scripted server as its chat model) for
-the SDK's tests, and the anyio backend for its async ones."""
+the SDKs' tests, Python's and TypeScript's, and the anyio backend for the async ones."""
 
 from __future__ import annotations
 
