@@ -35,6 +35,7 @@ class KnownFact:
     attribute: str | None = None  # identity/fact attribute, preference/decision topic
     value: str | None = None
     id: str | None = None  # the stored fact: what an item's `ends_known` retires
+    ended: bool = False  # the fact states that something ended ("Ana quit Siemens.")
 
 
 # The API's default speaker names, case-folded: no name to put in a fact.

@@ -120,7 +120,7 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     before = _padded(" ".join(text for _, text in turn.earlier_messages))
     their_words = set(core_words(turn.user_message).split())
     assistant_words = set(core_words(turn.assistant_message or "").split())
-    known_sentences = {core_words(known.content) for known in turn.known_facts}
+    known_beliefs = {core_words(known.content) for known in turn.known_facts if not known.ended}
 
     def check(fact: TypedFact) -> TypedFact | Rejection:
         if fact.content.rstrip().endswith("?"):
@@ -142,7 +142,7 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
                     "the assistant's words (content speaks to 'you'), not a fact about them"
                 )
             fact = fact.model_copy(update={"content": content})
-        if fact.ended and core_words(fact.content) in known_sentences:
+        if fact.ended and core_words(fact.content) in known_beliefs:
             # The known fact's own sentence marked ended: stored as it is, it would read as
             # the belief it ends (and, one sentence, be merged into it instead of ending it).
             fact = fact.model_copy(update={"content": no_longer(fact.content)})

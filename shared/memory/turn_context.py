@@ -83,4 +83,5 @@ def _known(row: Fact) -> KnownFact:
         attribute=str(attribute) if attribute else None,
         value=str(value) if value else None,
         id=row.id,
+        ended=bool(details.get("ended")),
     )

@@ -88,3 +88,11 @@ def test_an_ending_written_as_the_known_sentence_reads_as_an_ending() -> None:
     # Its own words stay its own: an ending that says what ended is not rewritten.
     said = f.ended(f.identity("Jade", "employer", "Tesco", "Jade quit Tesco."))
     assert review(TURN)(_fact(said, 1)).content == "Jade quit Tesco."  # type: ignore[union-attr]
+
+
+def test_a_known_ending_said_again_is_not_rewritten() -> None:
+    """A rerun sees its own ending among the known facts: said again, it stays as it is."""
+    quit_ = KnownFact(type="identity", content="Jade quit Tesco.", id="fact-quit", ended=True)
+    turn = TurnInput(**{**TURN.__dict__, "known_facts": (quit_,)})
+    item = f.ended(f.identity("Jade", "employer", "Tesco", "Jade quit Tesco."))
+    assert review(turn)(_fact(item, None)).content == "Jade quit Tesco."  # type: ignore[union-attr]
