@@ -18,47 +18,57 @@ is `Client.delete_memory` / `delete_user`."""
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from agents import Agent, RunContextWrapper, TResponseInputItem
 from agents.memory import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from shared.inputs import ID_PATTERN
 from tiermem.client import AsyncClient
 from tiermem.errors import NotFound
-from tiermem.models import MessageExported, TranscriptLine
+from tiermem.integrations._stored import (
+    CLEAR,
+    JSON_FORM,
+    TEXT_ROLES,
+    Stored,
+    TextForm,
+    form_of,
+    marker,
+    store,
+    text_form,
+)
+from tiermem.models import MessageExported
 
 __all__ = ["TiermemSession", "decode_item", "encode_item", "memory_instructions"]
 
 PREFIX = "ag"  # every external id this session writes starts "ag."
-_TEXT_ROLES = ("user", "assistant", "system")
-_ID = re.compile(ID_PATTERN)
+POP = "pop"
 _PAGE = 100
 _IMPORT_MAX = 1000  # lines per POST /v1/import
 
 
-@dataclass(frozen=True)
-class Encoded:
-    """One item as a tiermem message: its role, content and external id."""
+def _forms(item: dict[str, Any]) -> list[TextForm]:
+    """Text forms that could give the item back: an input message (`t`, or `m` with its
+    type), an assistant output message of one text part (`o`: its status and id kept)."""
+    role, content = item.get("role"), item.get("content")
+    if role in TEXT_ROLES and isinstance(content, str):
+        return [TextForm("t", role, content), TextForm("m", role, content)]
+    if role == "assistant" and isinstance(content, list) and len(content) == 1:
+        text = content[0].get("text") if isinstance(content[0], dict) else None
+        if isinstance(text, str):
+            return [TextForm("o", role, text, f"{item.get('status')}.{item.get('id')}")]
+    return []
 
-    role: str
-    content: str
-    external_id: str
 
-
-def _text_item(form: str, role: str, content: str, extra: str) -> dict[str, Any] | None:
-    if form == "t":
-        return {"role": role, "content": content}
-    if form == "m":
-        return {"type": "message", "role": role, "content": content}
-    if form == "o":
-        status, _, item_id = extra.partition(".")
-        part = {"annotations": [], "text": content, "type": "output_text", "logprobs": []}
+def _rebuild(form: TextForm) -> dict[str, Any] | None:
+    if form.name == "t":
+        return {"role": form.role, "content": form.text}
+    if form.name == "m":
+        return {"type": "message", "role": form.role, "content": form.text}
+    if form.name == "o":
+        status, _, item_id = form.extra.partition(".")
+        part = {"annotations": [], "text": form.text, "type": "output_text", "logprobs": []}
         return {
             "id": item_id,
             "content": [part],
@@ -69,44 +79,22 @@ def _text_item(form: str, role: str, content: str, extra: str) -> dict[str, Any]
     return None
 
 
-def _text_forms(item: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(form, role, text, extra) candidates that could give the item back from its text."""
-    role, content = item.get("role"), item.get("content")
-    if role in _TEXT_ROLES and isinstance(content, str):
-        return [("t", role, content, ""), ("m", role, content, "")]
-    if role == "assistant" and isinstance(content, list) and len(content) == 1:
-        text = content[0].get("text") if isinstance(content[0], dict) else None
-        if isinstance(text, str):
-            return [("o", role, text, f"{item.get('status')}.{item.get('id')}")]
-    return []
-
-
-def encode_item(item: TResponseInputItem) -> Encoded:
+def encode_item(item: TResponseInputItem) -> Stored:
     """The message that stores `item`: its text where that gives it back exactly, else JSON."""
-    nonce = uuid.uuid4().hex[:12]
     as_dict = cast(dict[str, Any], item)
-    for form, role, text, extra in _text_forms(as_dict):
-        external_id = ".".join(filter(None, (PREFIX, form, nonce, extra)))
-        faithful = _text_item(form, role, text, extra) == as_dict
-        if faithful and text.strip() and "\x00" not in text and _ID.match(external_id):
-            return Encoded(role, text, external_id)
-    content = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-    return Encoded("tool", content, f"{PREFIX}.j.{nonce}")
+    return store(PREFIX, as_dict, _forms(as_dict), _rebuild, lambda d: d)
 
 
 def decode_item(message: MessageExported) -> TResponseInputItem | None:
     """The item a stored message holds; a message stored otherwise (a turn, a chat) is read
-    as `{"role", "content"}`; markers and other tools' messages are None."""
-    parts = (message.external_id or "").split(".", 3)
-    if parts[0] != PREFIX or len(parts) < 3:
-        if message.role in _TEXT_ROLES:
-            return cast(TResponseInputItem, {"role": message.role, "content": message.content})
-        return None
-    form, extra = parts[1], parts[3] if len(parts) > 3 else ""
-    if form == "j":
+    as `{"role", "content"}`; markers and tool messages stored otherwise are None."""
+    form = form_of(PREFIX, message)
+    if form is None:
+        plain = {"role": message.role, "content": message.content}
+        return cast(TResponseInputItem, plain) if message.role in TEXT_ROLES else None
+    if form.name == JSON_FORM:
         return cast(TResponseInputItem, json.loads(message.content))
-    item = _text_item(form, message.role, message.content, extra)
-    return cast(TResponseInputItem, item) if item is not None else None
+    return cast(TResponseInputItem | None, _rebuild(text_form(form, message)))
 
 
 class TiermemSession:
@@ -139,7 +127,7 @@ class TiermemSession:
 
     async def pop_item(self) -> TResponseInputItem | None:
         async for message_id, item in self._live_items(1):
-            await self._store([self._marker("pop", message_id, "removed from the agent's view")])
+            await self._store([marker(PREFIX, POP, "removed from the agent's view", message_id)])
             return item
         return None
 
@@ -148,7 +136,7 @@ class TiermemSession:
             await self.client.list_messages(self.session_id, limit=1)
         except NotFound:
             return
-        await self._store([self._marker("clear", "", "the agent's session was cleared")])
+        await self._store([marker(PREFIX, CLEAR, "the agent's session was cleared")])
 
     async def _live_items(self, limit: int | None) -> AsyncIterator[tuple[str, TResponseInputItem]]:
         """(message id, item) newest first, skipping popped items, up to the last clear."""
@@ -162,12 +150,11 @@ class TiermemSession:
             except NotFound:
                 return
             for message in page.data:
-                kind, _, rest = (message.external_id or "").partition(".")
-                marker, _, target = rest.partition(".")
-                if kind == PREFIX and marker == "clear":
+                form = form_of(PREFIX, message)
+                if form is not None and form.name == CLEAR:
                     return
-                if kind == PREFIX and marker == "pop":
-                    popped.add(target.partition(".")[2])
+                if form is not None and form.name == POP:
+                    popped.add(form.extra)
                     continue
                 item = decode_item(message)
                 if item is None or message.id in popped:
@@ -180,21 +167,8 @@ class TiermemSession:
             if len(page.data) < _PAGE:
                 return
 
-    def _marker(self, kind: str, target: str, note: str) -> Encoded:
-        nonce = uuid.uuid4().hex[:12]
-        return Encoded("tool", f"({note})", ".".join(filter(None, (PREFIX, kind, nonce, target))))
-
-    async def _store(self, encoded: Sequence[Encoded]) -> None:
-        lines = [
-            TranscriptLine(
-                user_id=self.user_id,
-                session_id=self.session_id,
-                role=e.role,  # type: ignore[arg-type]
-                content=e.content,
-                external_id=e.external_id,
-            )
-            for e in encoded
-        ]
+    async def _store(self, stored: Sequence[Stored]) -> None:
+        lines = [s.line(user_id=self.user_id, session_id=self.session_id) for s in stored]
         await self.client.import_messages(lines)
 
 
