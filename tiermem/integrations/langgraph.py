@@ -59,7 +59,7 @@ from shared.mem0_compat.memories import Mem0Memory
 from shared.mem0_compat.models import AddIn, AddOut, UpdateIn
 from tiermem._calls import Call, body, reads, segment
 from tiermem.client import Client
-from tiermem.errors import NotFound
+from tiermem.errors import NotFound, ValidationFailed
 from tiermem.integrations._stored import (
     CLEAR,
     JSON_FORM,
@@ -115,7 +115,7 @@ class TiermemStore(BaseStore):
             return _item(memory, namespace, Item)
         try:
             memory = self.client.get_memory(user, key)
-        except NotFound:
+        except (NotFound, ValidationFailed):  # not a memory id, or not an id at all
             return None
         if memory.active and _put_as(memory) is None:
             return _item(memory, namespace, Item)
@@ -124,7 +124,9 @@ class TiermemStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         user = self._user(op.namespace_prefix)
         if op.query:
-            k = min(_SEARCH_MAX, op.offset + op.limit if op.filter is None else _SEARCH_MAX)
+            # Hits the namespace or the filter leave out make room for more: ask the most then.
+            narrowed = op.filter or len(op.namespace_prefix) > self.user_at + 1
+            k = _SEARCH_MAX if narrowed else min(_SEARCH_MAX, op.offset + op.limit)
             try:
                 found: Iterable[MemoryPublic] = self.client.search_memories(
                     user, op.query, k=k

@@ -77,7 +77,12 @@ def test_put_get_search_replace_and_delete_in_namespaces(client: Client) -> None
     assert [h.key for h in store.search(music)] == ["jazz"]
 
     store.delete(music, "jazz")
-    assert store.get(music, "jazz") is None and store.search(music) == []
+    assert store.get(music, "jazz") is None
+    assert [h.key for h in store.search(music)] == []
+    assert store.get(music, "not an id: spaces") is None
+    store.put(music, "a key: any text", {"content": "I play the banjo."})
+    banjo = store.get(music, "a key: any text")
+    assert banjo is not None and banjo.value == {"content": "I play the banjo."}
     with pytest.raises(ValueError, match="names no tiermem user"):
         store.get((), "jazz")
     with pytest.raises(ValueError, match="'content' string"):
