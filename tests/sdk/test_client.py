@@ -170,8 +170,12 @@ def test_admin_creates_a_tenant_and_keys_that_reach_only_it(server: str) -> None
     with Client(server, created.app_key.key) as app:
         turn = app.store_turn("s1", user_id="zoe", user_message="I work at Siemens.")
         assert turn.job_id and app.wait_for_job(turn.job_id, timeout=60).status == "done"
-    with Client(server, APP_KEY) as other_tenant, pytest.raises(NotFound):
-        other_tenant.get_job(turn.job_id)
+        assert app.list_messages("s1").count == 1
+    with Client(server, APP_KEY) as other_tenant:
+        with pytest.raises(NotFound):
+            other_tenant.get_job(turn.job_id)
+        with pytest.raises(NotFound):  # session ids are per tenant
+            other_tenant.list_messages("s1")
 
     with Client(server, admin_key.key) as admin:
         assert [t.id for t in admin.list_tenants()] == [tenant.id]
