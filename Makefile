@@ -8,7 +8,7 @@ BIN = $(VENV)/bin
 install:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,mem0]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,mem0,openai-agents,langgraph]'
 
 serve:
 	$(BIN)/tiermem serve

@@ -51,6 +51,7 @@ from tiermem.models import (
     RetryOut,
     SearchIn,
     Series,
+    SessionMessagesPublic,
     TenantCreated,
     TenantIn,
     TenantPublic,
@@ -295,7 +296,17 @@ class Endpoints:
         stored turn's ids and usage."""
         return _chat_call(locals(), stream=True)
 
-    # -- sessions: tiers, compression, continuation ---------------------------------------------
+    # -- sessions: messages, tiers, compression, continuation ---------------------------------
+
+    @endpoint
+    def list_messages(
+        self, session_id: str, *, limit: int = 100, offset: int = 0, newest_first: bool = False
+    ) -> Call[SessionMessagesPublic]:
+        """A page of the session's stored messages (`seq` order; `newest_first` from the end)
+        and their `count`. NotFound before the session's first message."""
+        params = query_params(limit=limit, offset=offset, newest_first=newest_first or None)
+        path = f"{_session(session_id)}/messages"
+        return Call("GET", path, reads(SessionMessagesPublic), params)
 
     @endpoint
     def get_tiers(self, session_id: str) -> Call[TiersPublic]:

@@ -19,10 +19,12 @@ from shared.extraction.schemas import FactType
 from shared.memory.models import (
     MemoriesPublic,
     MemoryPublic,
+    MessageExported,
     MessageHit,
     MessageHitsPublic,
     MessageRef,
     SearchIn,
+    SessionMessagesPublic,
     UserDeleted,
     UserExport,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "KeyIn",
     "MemoriesPublic",
     "MemoryPublic",
+    "MessageExported",
     "MessageHit",
     "MessageHitsPublic",
     "MessageIn",
@@ -75,6 +78,7 @@ __all__ = [
     "RetryOut",
     "SearchIn",
     "Series",
+    "SessionMessagesPublic",
     "TenantCreated",
     "TenantIn",
     "TenantPublic",

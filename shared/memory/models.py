@@ -129,6 +129,13 @@ class MessageExported(BaseModel):
     extraction_status: str
 
 
+class SessionMessagesPublic(BaseModel):
+    """A page of one session's stored messages, in the order asked (`seq` is their order)."""
+
+    data: list[MessageExported]
+    count: int
+
+
 class UserExport(BaseModel):
     user_id: str
     exported_at: dt.datetime

@@ -1,14 +1,21 @@
-"""A user's rows as a whole: everything stored about them exported, or deleted."""
+"""A user's rows as a whole: everything stored about them exported, or deleted; and one of
+their sessions' messages, page by page."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from shared.db.models import ChatSession, ExtractionRun, Fact, Message, User
-from shared.memory.models import MemoryPublic, MessageExported, SessionExported, UserExport
+from shared.memory.models import (
+    MemoryPublic,
+    MessageExported,
+    SessionExported,
+    SessionMessagesPublic,
+    UserExport,
+)
 
 
 def delete_user_rows(session: Session, user: User) -> dict[str, int]:
@@ -50,19 +57,38 @@ def export_user(*, session: Session, user: User) -> UserExport:
             )
             for s in sessions
         ],
-        messages=[
-            MessageExported(
-                id=m.id,
-                session_id=ext.get(m.session_id),
-                seq=m.seq,
-                role=m.role,
-                speaker=m.speaker,
-                content=m.content,
-                created_at=m.created_at,
-                external_id=m.external_id,
-                extraction_status=m.extraction_status,
-            )
-            for m in messages
-        ],
+        messages=[_exported(m, ext.get(m.session_id)) for m in messages],
         memories=[MemoryPublic.of(f) for f in facts],
+    )
+
+
+def session_messages(
+    *, session: Session, chat: ChatSession, limit: int, offset: int, newest_first: bool
+) -> SessionMessagesPublic:
+    """A page of the session's messages by `seq`, oldest first unless `newest_first`."""
+    order = col(Message.seq).desc() if newest_first else col(Message.seq)
+    rows = session.exec(
+        select(Message)
+        .where(Message.session_id == chat.id)
+        .order_by(order)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    count = session.exec(
+        select(func.count()).select_from(Message).where(Message.session_id == chat.id)
+    ).one()
+    return SessionMessagesPublic(data=[_exported(m, chat.external_id) for m in rows], count=count)
+
+
+def _exported(message: Message, session_external_id: str | None) -> MessageExported:
+    return MessageExported(
+        id=message.id,
+        session_id=session_external_id,
+        seq=message.seq,
+        role=message.role,
+        speaker=message.speaker,
+        content=message.content,
+        created_at=message.created_at,
+        external_id=message.external_id,
+        extraction_status=message.extraction_status,
     )

@@ -95,6 +95,28 @@ def test_import_then_wait_for_each_job(client: Client) -> None:
     assert client.import_messages(lines).duplicates == 2
 
 
+def test_a_sessions_messages_are_read_back_in_order_page_by_page(client: Client) -> None:
+    user, session = new_id("cy"), new_id("s")
+    with pytest.raises(NotFound):
+        client.list_messages(session)
+    roles = ["user", "assistant", "tool", "user", "system"]
+    lines = [
+        {"user_id": user, "session_id": session, "role": role, "content": f"line {n}"}
+        for n, role in enumerate(roles)
+    ]
+    client.import_messages(lines)
+    page = client.list_messages(session)
+    assert page.count == 5 and [m.content for m in page.data] == [f"line {n}" for n in range(5)]
+    assert [m.role for m in page.data] == roles and {m.session_id for m in page.data} == {session}
+    assert [m.seq for m in page.data] == sorted(m.seq for m in page.data)
+    last_two = client.list_messages(session, limit=2, newest_first=True)
+    assert last_two.count == 5 and [m.content for m in last_two.data] == ["line 4", "line 3"]
+    middle = client.list_messages(session, limit=2, offset=2)
+    assert [m.content for m in middle.data] == ["line 2", "line 3"]
+    with pytest.raises(ValidationFailed):
+        client.list_messages(session, limit=1001)
+
+
 def test_chat_and_its_stream_store_the_turn(client: Client, scripted_llm: ScriptedLLM) -> None:
     user, session = new_id("cy"), new_id("s")
     scripted_llm.script("jazz bars", "Try the Blue Note tonight.")
@@ -148,8 +170,12 @@ def test_admin_creates_a_tenant_and_keys_that_reach_only_it(server: str) -> None
     with Client(server, created.app_key.key) as app:
         turn = app.store_turn("s1", user_id="zoe", user_message="I work at Siemens.")
         assert turn.job_id and app.wait_for_job(turn.job_id, timeout=60).status == "done"
-    with Client(server, APP_KEY) as other_tenant, pytest.raises(NotFound):
-        other_tenant.get_job(turn.job_id)
+        assert app.list_messages("s1").count == 1
+    with Client(server, APP_KEY) as other_tenant:
+        with pytest.raises(NotFound):
+            other_tenant.get_job(turn.job_id)
+        with pytest.raises(NotFound):  # session ids are per tenant
+            other_tenant.list_messages("s1")
 
     with Client(server, admin_key.key) as admin:
         assert [t.id for t in admin.list_tenants()] == [tenant.id]

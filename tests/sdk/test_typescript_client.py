@@ -1,7 +1,8 @@
 """The TypeScript client (sdk/typescript) against a real `tiermem serve`: its generated types
 match the OpenAPI document the server serves, its `node --test` suite passes (the scripted
-server as the chat model), and on Bun and Deno too, and the packed npm package stores a
-turn, waits for its job and finds the memory. Skipped only where `node` is not installed."""
+server as the chat model), and on Bun and Deno too, its Vercel AI SDK middleware (`tiermem/ai`)
+works with the real `ai` package, and the packed npm package stores a turn, waits for its job
+and finds the memory. Skipped only where `node` is not installed."""
 
 from __future__ import annotations
 
@@ -104,13 +105,32 @@ def test_node_suite_passes_against_tiermem_serve(
     env = node_env(server, TIERMEM_TEST_CHAT_MATCH=CHAT_MATCH, TIERMEM_TEST_CHAT_REPLY=CHAT_REPLY)
     assert NODE is not None
     output = run([NODE, "--test", "--test-reporter=tap", *files], cwd=built, env=env)
-    summary = dict(
+    summary = tap_summary(output)
+    assert summary.get("fail") == "0" and summary.get("skipped") == "0", output[-3000:]
+    assert int(summary["pass"]) >= 20, output[-3000:]
+
+
+def test_vercel_ai_middleware_with_the_ai_package(built: Path, server: str) -> None:
+    """test/integrations: generateText and streamText of the pinned `ai` devDependency, its
+    MockLanguageModelV3 as the model, through tiermemMiddleware (Node only: the Bun and Deno
+    runs are of the client)."""
+    files = sorted(
+        str(p.relative_to(built)) for p in (built / "test" / "integrations").glob("*.test.js")
+    )
+    assert NODE is not None and files
+    output = run([NODE, "--test", "--test-reporter=tap", *files], cwd=built, env=node_env(server))
+    summary = tap_summary(output)
+    assert summary.get("fail") == "0" and summary.get("skipped") == "0", output[-3000:]
+    assert int(summary["pass"]) >= 4, output[-3000:]
+
+
+def tap_summary(output: str) -> dict[str, str]:
+    """node --test's closing counts (`# pass 4`, `# fail 0`, …)."""
+    return dict(
         line[2:].split(" ", 1)
         for line in output.splitlines()
         if line.startswith("# ") and " " in line[2:]
     )
-    assert summary.get("fail") == "0" and summary.get("skipped") == "0", output[-3000:]
-    assert int(summary["pass"]) >= 20, output[-3000:]
 
 
 @pytest.fixture(name="runtimes", scope="module")
@@ -164,6 +184,7 @@ def test_packed_package_stores_a_turn_waits_for_its_job_and_finds_the_memory(
     with tarfile.open(tarball) as packed:
         shipped = set(packed.getnames())
     assert {"package/dist/index.js", "package/dist/index.d.ts", "package/README.md"} <= shipped
+    assert "package/dist/integrations/vercel-ai.js" in shipped
     assert not any(n.startswith(("package/src/", "package/test/")) for n in shipped), shipped
 
     app = tmp_path / "app"
@@ -180,12 +201,20 @@ def test_packed_package_stores_a_turn_waits_for_its_job_and_finds_the_memory(
     assert "Berlin" in output.split("job done", 1)[1], output
     assert "404 not_found" in output, output
 
-    # The READMEs' TypeScript, type-checked against the installed package's own types.
+    # The READMEs' TypeScript, type-checked against the installed package's own types; the
+    # tiermem/ai example also against the `ai` package at the version the SDK is tested with
+    # (whose own declarations need @types/node: they are not checked, its API is).
+    dev = json.loads((built / "package.json").read_text())["devDependencies"]
+    npm("install", "--prefer-offline", f"ai@{dev['ai']}", f"zod@{dev['zod']}", cwd=app)
+    plain, with_ai = [], []
     for n, block in enumerate(readme_blocks("ts")):
         (app / f"readme_{n}.mts").write_text(block)
+        (with_ai if 'from "ai"' in block else plain).append(f"readme_{n}.mts")
+    assert plain and with_ai, "the READMEs show the client and tiermem/ai"
     tsc = [str(built / "node_modules" / ".bin" / "tsc"), "--noEmit", "--strict"]
     options = ["--target", "ES2022", "--module", "NodeNext", "--lib", "ES2022,DOM"]
-    run([*tsc, *options, *sorted(p.name for p in app.glob("readme_*.mts"))], cwd=app)
+    run([*tsc, *options, *plain], cwd=app)
+    run([*tsc, *options, "--skipLibCheck", *with_ai], cwd=app)
 
 
 def readme_blocks(language: str) -> list[str]:

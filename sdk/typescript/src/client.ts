@@ -25,6 +25,7 @@ import type {
   ReplayProgress,
   RetryOut,
   Series,
+  SessionMessagesPublic,
   TenantCreated,
   TenantPublic,
   TiersPublic,
@@ -233,7 +234,23 @@ export class Client {
     return new ChatStream(() => this.http.open("post", "/v1/chat", { body: chatBody(options, true) }));
   }
 
-  // -- sessions: tiers, compression, continuation ---------------------------------------------
+  // -- sessions: messages, tiers, compression, continuation -----------------------------------
+
+  /** A page of the session's stored messages (`seq` order; `newestFirst` from the end) and
+   * their `count`. NotFound before the session's first message. */
+  listMessages(
+    sessionId: string,
+    options: { limit?: number; offset?: number; newestFirst?: boolean } = {},
+  ): Promise<SessionMessagesPublic> {
+    return this.http.send("get", "/v1/sessions/{session_id}/messages", {
+      path: { session_id: sessionId },
+      query: {
+        limit: options.limit ?? 100,
+        offset: options.offset ?? 0,
+        newest_first: options.newestFirst || undefined,
+      },
+    });
+  }
 
   getTiers(sessionId: string): Promise<TiersPublic> {
     return this.http.send("get", "/v1/sessions/{session_id}/tiers", { path: { session_id: sessionId } });

@@ -256,6 +256,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session_id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read Messages */
+        get: operations["read_messages_v1_sessions__session_id__messages_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{session_id}/tiers": {
         parameters: {
             query?: never;
@@ -1957,6 +1974,16 @@ export interface components {
             created_at: string;
             /** Parent Session Id */
             parent_session_id: string | null;
+        };
+        /**
+         * SessionMessagesPublic
+         * @description A page of one session's stored messages, in the order asked (`seq` is their order).
+         */
+        SessionMessagesPublic: {
+            /** Data */
+            data: components["schemas"]["MessageExported"][];
+            /** Count */
+            count: number;
         };
         /** SessionSettingsView */
         SessionSettingsView: {
@@ -3846,6 +3873,109 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ContextPublic"];
+                };
+            };
+            /** @description malformed_json: the body is not valid UTF-8 JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the key cannot reach this (README: API keys) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such user, session, job, memory or replay in the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict: the state does not allow it now (e.g. a replay already done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description invalid_input: the message names the field and the rule it broke */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: a dependency cannot serve this now; send it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    read_messages_v1_sessions__session_id__messages_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                /** @description true: from the last message back */
+                newest_first?: boolean;
+            };
+            header?: {
+                authorization?: string | null;
+                "x-api-key"?: string | null;
+            };
+            path: {
+                /** @description the session's id in your system; 1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionMessagesPublic"];
                 };
             };
             /** @description malformed_json: the body is not valid UTF-8 JSON */

@@ -128,6 +128,13 @@ describe("against tiermem serve", { skip }, () => {
         assistantMessage: `Topic ${n} matters for reason ${n}.`,
       });
     }
+    const messages = await tm.listMessages(session);
+    assert.equal(messages.count, 6);
+    assert.equal(messages.data[0].content, "Tell me about topic 0.");
+    const lastTwo = await tm.listMessages(session, { limit: 2, newestFirst: true });
+    assert.deepEqual(lastTwo.data.map((m) => m.role), ["assistant", "user"]);
+    assert.equal(lastTwo.data[0].content, "Topic 2 matters for reason 2.");
+
     const tiers = await tm.getTiers(session);
     assert.ok(tiers.partition_ok);
     assert.equal(tiers.tiers.at(-1).name, "current");
