@@ -42,6 +42,18 @@ from shared.records.models import (
 from shared.records.replay import ReplayIn, ReplayProgress
 from shared.records.runs import JobPublic
 from shared.records.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
+from shared.webhooks.models import (
+    DeliveryFailing,
+    EventPage,
+    EventPublic,
+    WebhookCreated,
+    WebhookIn,
+    WebhookList,
+    WebhookOps,
+    WebhookPublic,
+    WebhookUpdate,
+)
+from shared.webhooks.models import PingResult as WebhookPing
 
 __all__ = [
     "ChatIn",
@@ -55,6 +67,9 @@ __all__ = [
     "ContextStats",
     "ContinueIn",
     "ContinuePublic",
+    "DeliveryFailing",
+    "EventPage",
+    "EventPublic",
     "FactType",
     "ImportAccepted",
     "ImportIn",
@@ -86,5 +101,12 @@ __all__ = [
     "UserDeleted",
     "UserExport",
     "VectorStats",
+    "WebhookCreated",
+    "WebhookIn",
+    "WebhookList",
+    "WebhookOps",
+    "WebhookPing",
+    "WebhookPublic",
+    "WebhookUpdate",
     "WorkerInfo",
 ]

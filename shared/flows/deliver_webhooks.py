@@ -8,12 +8,15 @@ from sqlmodel import Session
 
 from shared.errors import TransientError
 from shared.runtime import Runtime
-from shared.webhooks.delivery import claim_due, deliver, fan_out
+from shared.webhooks.delivery import claim_due, deliver, fan_out, has_work
 
 
 def dispatch_webhooks(runtime: Runtime) -> list[str]:
     """The deliveries to send now (claimed, so no other pass sends them meanwhile)."""
     try:
+        with Session(runtime.read_engine) as session:
+            if not has_work(session):
+                return []
         with Session(runtime.engine, expire_on_commit=False) as session:
             fan_out(session)
             return claim_due(session, runtime.settings.webhooks)
@@ -23,4 +26,6 @@ def dispatch_webhooks(runtime: Runtime) -> list[str]:
 
 def deliver_webhook(runtime: Runtime, delivery_id: str) -> str:
     """One attempt; a failure is recorded and retried later by a dispatch pass, not here."""
-    return deliver(runtime.engine, delivery_id, runtime.settings.webhooks)
+    return deliver(
+        runtime.engine, delivery_id, runtime.settings.webhooks, read_engine=runtime.read_engine
+    )

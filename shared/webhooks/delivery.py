@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 import httpx
-from sqlalchemy import func, or_
+from sqlalchemy import ColumnElement, func, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -28,6 +28,33 @@ from shared.webhooks.subscriptions import DELIVERED, PENDING, describe
 log = logging.getLogger(__name__)
 
 _FAN_OUT_BATCH = 5000  # events per subscription per pass; the next pass takes the rest
+
+
+def has_work(session: Session) -> bool:
+    """Whether a dispatch pass would do anything: an enabled subscription with events of its
+    tenant past its cursor, or a delivery due and unclaimed. Read-only (two indexed EXISTS),
+    so an idle pass every second never takes SQLite's write lock."""
+    now = utcnow()
+    new_events = (
+        select(Event.seq)
+        .join(Webhook, col(Webhook.tenant_id) == col(Event.tenant_id))
+        .where(col(Webhook.enabled).is_(True), col(Event.seq) > col(Webhook.cursor))
+        .exists()
+    )
+    due = select(WebhookDelivery.id).where(*_due(now)).exists()
+    return bool(session.exec(select(or_(new_events, due))).one())
+
+
+def _due(now: dt.datetime) -> tuple[ColumnElement[bool], ...]:
+    """A delivery owed, its retry time come, and not claimed (or its claim lapsed)."""
+    return (
+        col(WebhookDelivery.status) == PENDING,
+        col(WebhookDelivery.next_attempt_at) <= now,
+        or_(
+            col(WebhookDelivery.claimed_until).is_(None),
+            col(WebhookDelivery.claimed_until) <= now,
+        ),
+    )
 
 
 def fan_out(session: Session) -> int:
@@ -76,15 +103,7 @@ def claim_due(session: Session, settings: WebhookSettings) -> list[str]:
     due = session.exec(
         select(WebhookDelivery)
         .join(Webhook, col(Webhook.id) == col(WebhookDelivery.webhook_id))
-        .where(
-            WebhookDelivery.status == PENDING,
-            col(WebhookDelivery.next_attempt_at) <= now,
-            or_(
-                col(WebhookDelivery.claimed_until).is_(None),
-                col(WebhookDelivery.claimed_until) <= now,
-            ),
-            col(Webhook.enabled).is_(True),
-        )
+        .where(*_due(now), col(Webhook.enabled).is_(True))
         .order_by(col(WebhookDelivery.event_seq))
         .limit(room)
         .with_for_update(skip_locked=True, of=WebhookDelivery)
@@ -104,10 +123,12 @@ class Attempt:
     error: str | None
 
 
-def deliver(engine: Engine, delivery_id: str, settings: WebhookSettings) -> str:
+def deliver(
+    engine: Engine, delivery_id: str, settings: WebhookSettings, *, read_engine: Engine
+) -> str:
     """One attempt of one delivery; its outcome ("delivered", "failed", or why nothing was
     sent: "done", "gone", "paused")."""
-    with Session(engine) as session:
+    with Session(read_engine) as session:
         delivery = session.get(WebhookDelivery, delivery_id)
         if delivery is None:
             return "gone"
