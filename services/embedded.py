@@ -23,6 +23,7 @@ from workers.celery_app import make_celery
 from workers.ops import AFTER_READY, OWN_QUEUES, node_name
 from workers.runtime import set_runtime
 from workers.tasks.extract import enqueue_extraction
+from workers.tasks.webhooks import send_due_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class EmbeddedWorker:
         self._threads = [
             threading.Thread(target=self._worker.start, name="celery-worker", daemon=True),
             threading.Thread(target=self._sweep_loop, name="outbox-sweeper", daemon=True),
+            threading.Thread(target=self._webhook_loop, name="webhook-dispatch", daemon=True),
         ]
 
     def start(self, *, sweeper: bool = True) -> None:
@@ -128,6 +130,14 @@ class EmbeddedWorker:
                 self.sweep(pending_now=woken)
             except Exception:
                 log.exception("outbox sweep failed")
+
+    def _webhook_loop(self) -> None:
+        # Beat's webhook dispatch schedule, as _sweep_loop stands in for its sweeps.
+        while not self._stop.wait(self.runtime.settings.webhooks.poll_interval_s):
+            try:
+                send_due_deliveries(self.celery)
+            except Exception:
+                log.exception("webhook dispatch failed")
 
     def stop(self) -> None:
         self._stop.set()

@@ -251,6 +251,43 @@ class CompressionSettings(BaseModel):
         return self
 
 
+class WebhookSettings(BaseModel):
+    """Events pushed to the backend (POST /v1/webhooks, ADR 0027): delivered by the workers
+    from the events outbox, at least once, signed the Standard Webhooks way."""
+
+    # How often beat (or `tiermem serve`'s sweeper thread) turns new events into deliveries
+    # and sends the due ones: an event reaches its receiver within about this long.
+    poll_interval_s: float = Field(default=1.0, gt=0)
+    # One delivery's HTTP request gives up after this long (counted as a failed attempt).
+    timeout_s: float = Field(default=10.0, gt=0)
+    # A failed attempt is retried after retry_base_s x 2^(attempts-1), at most retry_max_s,
+    # with up to 20 % jitter; a delivery is retried until it succeeds (or its subscription
+    # is disabled: it then waits, and goes out when the subscription is enabled again).
+    retry_base_s: float = Field(default=5.0, gt=0)
+    retry_max_s: float = Field(default=3600.0, gt=0)
+    # A subscription whose deliveries failed this many times in a row, for at least
+    # disable_after_s since its first failure, is disabled (enabled=false, disabled_reason);
+    # PATCH /v1/webhooks/{id} {"enabled": true} turns it back on with its backlog.
+    disable_after_failures: int = Field(default=50, ge=1)
+    disable_after_s: float = Field(default=24 * 3600.0, ge=0)
+    # A delivery sent to a worker is claimed this long; a worker killed mid-delivery leaves
+    # it to be sent again after it (with the same webhook-id). Keep above timeout_s.
+    claim_s: float = Field(default=60.0, gt=0)
+    # Deliveries in the broker at once (the maintenance queue): a backlog for a dead
+    # receiver never floods it or holds up the outbox sweeps.
+    max_in_flight: int = Field(default=100, ge=1)
+    # Receivers on loopback or private addresses (the tests' own, a sidecar): refused in
+    # production unless allowed, since a tenant admin could otherwise make the workers call
+    # internal services.
+    allow_private_urls: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> WebhookSettings:
+        if self.claim_s <= self.timeout_s:
+            raise ValueError("webhooks need claim_s > timeout_s (a claim outlives its request)")
+        return self
+
+
 class AuthSettings(BaseModel):
     # Unset in development → "dev-admin-key"; production refuses to start without one.
     admin_key: str | None = None
@@ -305,6 +342,7 @@ class Settings(BaseSettings):
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -33,6 +33,7 @@ from tiermem.models import (
     ContextPublic,
     ContinueIn,
     ContinuePublic,
+    EventPage,
     FactType,
     ImportAccepted,
     ImportIn,
@@ -62,6 +63,13 @@ from tiermem.models import (
     UserDeleted,
     UserExport,
     VectorStats,
+    WebhookCreated,
+    WebhookIn,
+    WebhookList,
+    WebhookOps,
+    WebhookPing,
+    WebhookPublic,
+    WebhookUpdate,
     WorkerInfo,
 )
 
@@ -426,6 +434,80 @@ class Endpoints:
     @endpoint
     def resume_queue(self, queue: str) -> Call[QueueState]:
         return Call("POST", f"/v1/ops/queues/{segment(queue)}/resume", reads(QueueState))
+
+    # -- webhooks and the events feed (ADR 0027) ---------------------------------------------
+
+    @endpoint
+    def create_webhook(
+        self,
+        url: str,
+        events: Sequence[str],
+        *,
+        secret: str | None = None,
+        description: str = "",
+        tenant_id: str | None = None,
+    ) -> Call[WebhookCreated]:
+        """Admin key: a subscription; its `secret` (generated unless given) is shown once."""
+        hook = body(
+            WebhookIn,
+            url=url,
+            events=list(events),
+            secret=secret,
+            description=description,
+            tenant_id=tenant_id,
+        )
+        return Call("POST", "/v1/webhooks", reads(WebhookCreated), body=hook)
+
+    @endpoint
+    def list_webhooks(self) -> Call[WebhookList]:
+        return Call("GET", "/v1/webhooks", reads(WebhookList))
+
+    @endpoint
+    def get_webhook(self, webhook_id: str) -> Call[WebhookPublic]:
+        return Call("GET", f"/v1/webhooks/{segment(webhook_id)}", reads(WebhookPublic))
+
+    @endpoint
+    def update_webhook(
+        self,
+        webhook_id: str,
+        *,
+        url: str | None = None,
+        events: Sequence[str] | None = None,
+        description: str | None = None,
+        enabled: bool | None = None,
+        secret: str | None = None,
+    ) -> Call[WebhookPublic]:
+        """Only what is given changes; `enabled=True` also resumes one disabled by failure."""
+        change = body(
+            WebhookUpdate,
+            url=url,
+            events=list(events) if events is not None else None,
+            description=description,
+            enabled=enabled,
+            secret=secret,
+        )
+        path = f"/v1/webhooks/{segment(webhook_id)}"
+        return Call("PATCH", path, reads(WebhookPublic), body=change)
+
+    @endpoint
+    def delete_webhook(self, webhook_id: str) -> Call[None]:
+        return Call("DELETE", f"/v1/webhooks/{segment(webhook_id)}", reads_nothing)
+
+    @endpoint
+    def test_webhook(self, webhook_id: str) -> Call[WebhookPing]:
+        """A signed `webhook.test` event sent now; what the receiver answered."""
+        return Call("POST", f"/v1/webhooks/{segment(webhook_id)}/test", reads(WebhookPing))
+
+    @endpoint
+    def events(self, *, after: int = 0, limit: int = 100) -> Call[EventPage]:
+        """The tenant's events after the cursor `after`, in order; read on from next_cursor."""
+        params = query_params(after=after, limit=limit)
+        return Call("GET", "/v1/events", reads(EventPage), params)
+
+    @endpoint
+    def ops_webhooks(self, *, failed_limit: int = 20) -> Call[WebhookOps]:
+        params = query_params(failed_limit=failed_limit)
+        return Call("GET", "/v1/ops/webhooks", reads(WebhookOps), params)
 
     # -- admin: replay ---------------------------------------------------------------------
 

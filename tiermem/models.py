@@ -44,6 +44,18 @@ from shared.records.models import (
 from shared.records.replay import ReplayIn, ReplayProgress
 from shared.records.runs import JobPublic
 from shared.records.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
+from shared.webhooks.models import (
+    DeliveryFailing,
+    EventPage,
+    EventPublic,
+    WebhookCreated,
+    WebhookIn,
+    WebhookList,
+    WebhookOps,
+    WebhookPublic,
+    WebhookUpdate,
+)
+from shared.webhooks.models import PingResult as WebhookPing
 
 __all__ = [
     "ChatIn",
@@ -57,6 +69,9 @@ __all__ = [
     "ContextStats",
     "ContinueIn",
     "ContinuePublic",
+    "DeliveryFailing",
+    "EventPage",
+    "EventPublic",
     "FactType",
     "ImportAccepted",
     "ImportIn",
@@ -90,5 +105,12 @@ __all__ = [
     "UserDeleted",
     "UserExport",
     "VectorStats",
+    "WebhookCreated",
+    "WebhookIn",
+    "WebhookList",
+    "WebhookOps",
+    "WebhookPing",
+    "WebhookPublic",
+    "WebhookUpdate",
     "WorkerInfo",
 ]

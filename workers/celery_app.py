@@ -17,6 +17,7 @@ TASK_MODULES = [
     "workers.tasks.outbox",
     "workers.tasks.compress",
     "workers.tasks.replay",
+    "workers.tasks.webhooks",
     "workers.ops",
 ]
 
@@ -59,7 +60,13 @@ def make_celery(settings: Settings) -> Celery:
             "sweep-outbox": {
                 "task": queues.SWEEP_OUTBOX,
                 "schedule": settings.worker.sweep_interval_s,
-            }
+            },
+            "dispatch-webhooks": {
+                "task": queues.DISPATCH_WEBHOOKS,
+                "schedule": settings.webhooks.poll_interval_s,
+                # A pass not taken before the next is due is dropped, not stacked up.
+                "options": {"expires": settings.webhooks.poll_interval_s},
+            },
         },
         # Read by TransientRetry when a task binds to this app.
         tiermem_max_retries=settings.worker.max_retries,

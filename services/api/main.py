@@ -27,6 +27,7 @@ from services.api.routes import (
     ops,
     replay,
     turns,
+    webhooks,
 )
 from services.api.routing import yield_to_literal_segments
 from services.mcp.http import mount_mcp
@@ -106,6 +107,7 @@ def create_app(
         admin,
         ops,
         replay,
+        webhooks,
         mem0,
     ):
         app.include_router(module.router)

@@ -93,11 +93,14 @@ def api(
 
 def worker(
     queues: Annotated[
-        str, typer.Option(help="comma-separated; maintenance takes the outbox sweeps")
+        str,
+        typer.Option(help="comma-separated; maintenance: outbox sweeps, webhook deliveries"),
     ] = ",".join(QUEUES),
     concurrency: Annotated[int | None, typer.Option()] = None,
     pool: Annotated[str | None, typer.Option(help="threads | prefork | solo")] = None,
-    beat: Annotated[bool, typer.Option(help="also run the outbox sweeper schedule")] = False,
+    beat: Annotated[
+        bool, typer.Option(help="also run beat's schedule (outbox sweeps, webhook dispatch)")
+    ] = False,
     replay_concurrency: Annotated[
         int,
         typer.Option(
@@ -177,7 +180,7 @@ def worker(
 
 
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
-    """Celery beat: schedules the outbox sweeper."""
+    """Celery beat: schedules the outbox sweeper and the webhook dispatch."""
     settings = load_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file
     from workers.celery_app import make_celery

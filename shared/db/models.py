@@ -353,3 +353,78 @@ class CompressionRun(SQLModel, table=True):
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class Event(SQLModel, table=True):
+    """What changed, for the backend: the outbox behind webhooks and GET /v1/events (ADR 0027).
+
+    Written in the transaction of the change it announces; `seq` is the feed's cursor and the
+    order of a tenant's events (shared.records.events keeps it the commit order)."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        Index("ix_events_tenant_seq", "tenant_id", "seq"),
+        Index("ix_events_user", "user_id"),
+        # A seq is never reused after a delete (a deleted user's events go with them).
+        {"sqlite_autoincrement": True},
+    )
+
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(max_length=40, unique=True)  # "evt_…": the webhook-id of its deliveries
+    tenant_id: str = Field(max_length=36)
+    user_id: str | None = Field(default=None, max_length=36)  # tiermem's, to forget with the user
+    type: str = Field(max_length=32)
+    # The exact JSON body every delivery sends (so a resend signs the same bytes).
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class Webhook(SQLModel, table=True):
+    """A tenant's subscription: where its events of these types are delivered, signed."""
+
+    __tablename__ = "webhooks"
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    tenant_id: str = Field(foreign_key="tenants.id", index=True)
+    url: str = Field(max_length=2000)
+    events: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    secret: str = Field(max_length=100)  # whsec_<base64>: HMAC needs it in the clear
+    description: str = Field(default="", max_length=200)
+    # Off by its owner (PATCH enabled=false) or by persistent failure (disabled_reason set).
+    enabled: bool = True
+    disabled_reason: str | None = Field(default=None, max_length=500)
+    disabled_at: dt.datetime | None = None
+    # The last event seq turned into deliveries for it (created at the newest seq then).
+    cursor: int = 0
+    consecutive_failures: int = 0
+    failing_since: dt.datetime | None = None
+    last_error: str | None = Field(default=None, max_length=1000)
+    last_error_at: dt.datetime | None = None
+    last_success_at: dt.datetime | None = None
+    delivered_total: int = 0
+    failed_attempts_total: int = 0
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    updated_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One event owed to one subscription: pending until a 2xx, retried with backoff."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("webhook_id", "event_seq", name="uq_deliveries_webhook_event"),
+        Index("ix_deliveries_status_due", "status", "next_attempt_at"),
+    )
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=36)
+    webhook_id: str = Field(foreign_key="webhooks.id", index=True)
+    event_seq: int = Field(foreign_key="events.seq", index=True)
+    status: str = Field(default="pending", max_length=16)  # pending | delivered
+    attempts: int = 0
+    next_attempt_at: dt.datetime = Field(default_factory=utcnow)
+    # Sent to a worker until then; a worker killed mid-delivery leaves it to be claimed again.
+    claimed_until: dt.datetime | None = None
+    last_status_code: int | None = None
+    last_error: str | None = Field(default=None, max_length=1000)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    delivered_at: dt.datetime | None = None

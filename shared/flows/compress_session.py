@@ -25,6 +25,7 @@ from shared.config import CompressionSettings
 from shared.db.engine import session_scope
 from shared.db.models import ChatSession, CompressionRun, CompressionState, utcnow
 from shared.errors import TransientError
+from shared.records.events import COMPRESSION_DONE, record_event
 from shared.records.runs import OPEN, record_run_error
 from shared.runtime import Runtime
 
@@ -182,6 +183,8 @@ def _run_locked(
             run.updated_at = run.finished_at
             run.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             session.add(run)
+            if stats.status == "done":
+                _announce_done(session, chat, run)
     log.info(
         "compression run finished",
         extra={
@@ -202,6 +205,26 @@ def _run_locked(
         stats.tokens_before,
         stats.tokens_after,
         next_run_id=next_run_id,
+    )
+
+
+def _announce_done(session: Session, chat: ChatSession, run: CompressionRun) -> None:
+    """compression.done, in the transaction that finishes the run (ADR 0027)."""
+    record_event(
+        session,
+        tenant_id=chat.tenant_id,
+        user_id=chat.user_id,
+        type_=COMPRESSION_DONE,
+        data={
+            "compression": {
+                "run_id": run.id,
+                "session_id": chat.external_id,
+                "trigger": run.trigger,
+                "iterations": run.iterations,
+                "tokens_before": run.tokens_before,
+                "tokens_after": run.tokens_after,
+            }
+        },
     )
 
 

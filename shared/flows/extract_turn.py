@@ -29,6 +29,7 @@ from shared.memory.names import display_name
 from shared.memory.turn_context import earlier_messages, known_facts
 from shared.memory.writer import provenance_for, write_facts
 from shared.records.batches import BatchRule, due_in, park_run
+from shared.records.events import EXTRACTION_DROPPED, EXTRACTION_FAILED, record_event
 from shared.records.runs import WAITING, record_run_error
 from shared.runtime import Runtime
 
@@ -443,6 +444,34 @@ def _finish(
         run.duration_ms = (time.perf_counter() - started) * 1000
         session.add(run)
         _set_message_status(session, run, outcome.status)
+        if outcome.status == DROPPED:
+            _announce_ending(session, run, EXTRACTION_DROPPED)
+
+
+def _announce_ending(session: Session, run: ExtractionRun, type_: str) -> None:
+    """extraction.failed / extraction.dropped, in the transaction that ends the run (ADR
+    0027). A replay's runs are the job's business (its report), not the backend's."""
+    if run.replay_job_id is not None:
+        return
+    message = session.get(Message, run.message_id)
+    chat = session.get(ChatSession, run.session_id)
+    record_event(
+        session,
+        tenant_id=run.tenant_id,
+        user_id=run.user_id,
+        type_=type_,
+        data={
+            "job": {
+                "id": run.id,
+                "status": run.status,
+                "attempts": run.attempts,
+                "error": run.error,
+                "message_id": run.message_id,
+                "session_id": chat.external_id if chat else None,
+                "message_external_id": message.external_id if message else None,
+            }
+        },
+    )
 
 
 def record_error(
@@ -461,8 +490,14 @@ def record_error(
         error,
         final=final,
         fields=fields,
-        then=lambda session, run: _set_message_status(session, run, run.status),
+        then=_after_error,
     )
+
+
+def _after_error(session: Session, run: ExtractionRun) -> None:
+    _set_message_status(session, run, run.status)
+    if run.status == "failed":
+        _announce_ending(session, run, EXTRACTION_FAILED)
 
 
 def _set_message_status(session: Session, run: ExtractionRun, status: str) -> None:

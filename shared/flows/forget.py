@@ -8,6 +8,7 @@ from shared.db.models import User
 from shared.memory.models import UserDeleted
 from shared.memory.reader import get_memory
 from shared.memory.user_rows import delete_user_rows
+from shared.records.events import MEMORY_DELETED, fact_object, record_event
 from shared.runtime import Runtime
 
 
@@ -15,6 +16,13 @@ def delete_memory(*, runtime: Runtime, session: Session, user: User, memory_id: 
     row = get_memory(session=session, user=user, memory_id=memory_id)
     facts = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)  # unavailable: no change
     # Facts it superseded keep pointing at nothing: they stay retired (the user asked to forget).
+    record_event(
+        session,
+        tenant_id=user.tenant_id,
+        user_id=user.id,
+        type_=MEMORY_DELETED,
+        data={"memory": fact_object(row)},
+    )
     session.delete(row)
     session.commit()
     facts.delete([memory_id])

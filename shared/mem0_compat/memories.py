@@ -27,6 +27,13 @@ from shared.memory.models import MemoryPublic
 from shared.memory.normalize import content_hash
 from shared.memory.reader import memories_public
 from shared.memory.writer import point_payload
+from shared.records.events import (
+    MEMORY_DELETED,
+    MEMORY_SUPERSEDED,
+    MEMORY_UPDATED,
+    fact_object,
+    record_event,
+)
 from shared.runtime import Runtime
 from shared.vectors import VectorPoint, point_id
 
@@ -165,6 +172,9 @@ def update_memory(
             fact.details = {**fact.details, "mem0": origin}
         fact.updated_at = fact.last_seen_at = now
         session.add(fact)
+        session.flush()
+        _announce(session, user, [(MEMORY_UPDATED, fact)])
+        _announce(session, user, [(MEMORY_SUPERSEDED, session.get(Fact, i)) for i in retired])
         session.commit()
         vector = runtime.embedder.embed([fact.content])[0]
         facts_vectors.upsert([VectorPoint(id=fact.id, vector=vector, payload=point_payload(fact))])
@@ -226,10 +236,25 @@ def delete_all(*, runtime: Runtime, session: Session, user: User) -> int:
     """Every memory of the user (SQL rows, then their vectors); the transcript stays."""
     facts_vectors = runtime.facts_of(tenant_id=user.tenant_id, user_id=user.id)
     with runtime.user_locks.hold(user.id):
+        rows = session.exec(select(Fact).where(Fact.user_id == user.id)).all()
+        _announce(session, user, [(MEMORY_DELETED, row) for row in rows])
         result = session.execute(delete(Fact).where(col(Fact.user_id) == user.id))
         session.commit()
         facts_vectors.drop()
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _announce(session: Session, user: User, changes: Sequence[tuple[str, Fact | None]]) -> None:
+    """memory.* events in the transaction of the change (ADR 0027)."""
+    for type_, row in changes:
+        if row is not None:
+            record_event(
+                session,
+                tenant_id=user.tenant_id,
+                user_id=user.id,
+                type_=type_,
+                data={"memory": fact_object(row)},
+            )
 
 
 def history(*, session: Session, fact: Fact, user: User) -> list[Mem0History]:

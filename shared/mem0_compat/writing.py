@@ -18,7 +18,13 @@ from sqlmodel import Session, col, select
 from shared.db.models import Fact, User
 from shared.extraction.offline import VERSION as OFFLINE_VERSION
 from shared.mem0_compat.typed import typed_facts
-from shared.memory.writer import Provenance, WriteOutcome, apply_facts, mirror_to_vectors
+from shared.memory.writer import (
+    Provenance,
+    WriteOutcome,
+    apply_facts,
+    mirror_to_vectors,
+    record_fact_events,
+)
 from shared.records.users import user_for
 from shared.runtime import Runtime
 
@@ -115,6 +121,7 @@ def _write_user(
             )
             start += len(facts)
             _remember_origin(session, outcome.added, record)
+            record_fact_events(session, outcome=outcome, provenance=provenance)
             outcomes.append(outcome)
             summary.take(outcome)
         session.commit()

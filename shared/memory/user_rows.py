@@ -16,15 +16,24 @@ from shared.memory.models import (
     SessionMessagesPublic,
     UserExport,
 )
+from shared.records.events import USER_DELETED, forget_user_events, record_event
 
 
 def delete_user_rows(session: Session, user: User) -> dict[str, int]:
     """Every SQL row of the user, the user's own last (committed): rows removed, per table.
-    Their vectors are the caller's to drop (shared.flows.forget)."""
-    counts: dict[str, int] = {}
+    Their vectors are the caller's to drop (shared.flows.forget). Their events go too, and
+    user.deleted is announced in the same transaction (ADR 0027)."""
+    counts: dict[str, int] = {"events": forget_user_events(session, user.id)}
     for table in (Fact, ExtractionRun, Message, ChatSession):
         result = session.execute(delete(table).where(col(table.user_id) == user.id))
         counts[table.__tablename__] = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    record_event(
+        session,
+        tenant_id=user.tenant_id,
+        user_id=None,  # not the user's own event: it outlives them
+        type_=USER_DELETED,
+        data={"user_id": user.external_id, "deleted": dict(counts)},
+    )
     session.delete(user)
     session.commit()
     return counts

@@ -25,6 +25,14 @@ from shared.extraction.schemas import ENDED, TypedFact
 from shared.memory.beliefs import any_attribute, ends, is_ending, reopens
 from shared.memory.guard import screen
 from shared.memory.normalize import content_hash, may_be_paraphrases, normalize
+from shared.records.events import (
+    MEMORY_ADDED,
+    MEMORY_ENDED,
+    MEMORY_SUPERSEDED,
+    MEMORY_UPDATED,
+    fact_object,
+    record_event,
+)
 from shared.vectors import VectorHit, VectorPoint, point_id
 from shared.vectors.scope import UserVectors
 
@@ -86,6 +94,7 @@ def write_facts(
         provenance=provenance,
         dedup_threshold=dedup_threshold,
     )
+    record_fact_events(session, outcome=outcome, provenance=provenance)
     session.commit()
     mirror_to_vectors(
         session=session,
@@ -187,6 +196,32 @@ def apply_facts(
 
     session.flush()
     return outcome
+
+
+def record_fact_events(session: Session, *, outcome: WriteOutcome, provenance: Provenance) -> None:
+    """The memory.* events of what apply_facts changed, in its transaction (ADR 0027): added,
+    updated (merged), and each retired fact as ended (by an ending the user said) or
+    superseded (by a new value)."""
+    changes = [(MEMORY_ADDED, i) for i in outcome.added]
+    changes += [(MEMORY_UPDATED, i) for i in outcome.merged]
+    for retired_id in dict.fromkeys(outcome.superseded):
+        row = session.get(Fact, retired_id)
+        by = session.get(Fact, row.superseded_by) if row and row.superseded_by else None
+        changes.append(
+            (MEMORY_ENDED if by is not None and is_ending(by) else MEMORY_SUPERSEDED, retired_id)
+        )
+    for type_, fact_id_ in changes:
+        row = session.get(Fact, fact_id_)
+        if row is None:
+            continue
+        ended_by = row.superseded_by if type_ == MEMORY_ENDED else None
+        record_event(
+            session,
+            tenant_id=provenance.tenant_id,
+            user_id=provenance.user_id,
+            type_=type_,
+            data={"memory": fact_object(row, ended_by=ended_by)},
+        )
 
 
 def mirror_to_vectors(

@@ -30,6 +30,7 @@ from shared.ops.models import FormatFallback, OpsSnapshot
 from shared.ops.queues import RUN_TABLES, snapshot
 from shared.ops.vectors import VectorStats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
+from shared.webhooks.status import webhook_ops
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
@@ -300,6 +301,39 @@ def _vectors(out: list[Metric], stats: VectorStats) -> None:
         _add(optimizer, count, state.split(":", 1)[0])
 
 
+def _webhooks(out: list[Metric], session: Session) -> None:
+    """Per subscription (few per tenant): deliveries made and failed attempts (SQL counters
+    on its row), deliveries owed, disabled or not; the age of the oldest owed delivery."""
+    state = webhook_ops(session=session, tenant_id=None, failing_limit=0)
+    labels = ("tenant", "webhook")
+    total = _family(
+        out, "counter", "tiermem_webhook_deliveries", "webhook delivery attempts",
+        *labels, "outcome",
+    )  # fmt: skip
+    pending = _family(
+        out, "gauge", "tiermem_webhook_deliveries_pending", "deliveries owed", *labels
+    )
+    disabled = _family(
+        out, "gauge", "tiermem_webhook_disabled", "1 while the subscription is off", *labels
+    )
+    for hook in state.webhooks:
+        _add(total, hook.delivered_total, hook.tenant_id, hook.id, "delivered")
+        _add(total, hook.failed_attempts_total, hook.tenant_id, hook.id, "failed")
+        _add(pending, hook.pending, hook.tenant_id, hook.id)
+        _add(disabled, not hook.enabled, hook.tenant_id, hook.id)
+    summary = (
+        ("tiermem_webhooks_disabled", "subscriptions disabled", state.disabled),
+        ("tiermem_webhooks_pending", "deliveries owed, all subscriptions", state.pending),
+        (
+            "tiermem_webhooks_oldest_pending_age_seconds",
+            "age of the oldest delivery owed",
+            state.oldest_pending_age_s,
+        ),
+    )
+    for name, help_text, value in summary:
+        _add(_family(out, "gauge", name, help_text), value)
+
+
 class Scrape:
     """A prometheus_client collector: the families one scrape reads from SQL, the broker and
     the heartbeats, then the process's own prometheus_client metrics."""
@@ -321,6 +355,7 @@ class Scrape:
         _guard(out, self._session)
         _workers(out, workers)
         _tenants(out, list(snap.tenants))
+        _webhooks(out, self._session)
         if self._vectors is not None:
             _vectors(out, self._vectors)
         yield from out

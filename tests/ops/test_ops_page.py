@@ -120,6 +120,7 @@ def test_ops_page_shows_the_api_numbers(
     # a table with no rows says so instead of showing a bare header
     assert "nothing yet" in element(dom, "table", "failed")
     assert "nothing yet" in element(dom, "table", "fallbacks")
+    assert "nothing yet" in element(dom, "table", "webhooks")  # read from /v1/ops/webhooks
     assert "nothing yet" not in element(dom, "table", "queues")
 
     shot = tmp_path / "ops.png"

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 from sqlmodel import Session, select
 
 from shared.db.engine import session_scope
-from shared.db.migrate import upgrade_to_head
 from shared.db.models import ExtractionRun, Message, utcnow
 from shared.flows.extract_turn import park
 from shared.records.batches import BatchRule, claim_due, due_in, park_run
@@ -21,30 +18,8 @@ from shared.records.ingest import IngestRequest, NewMessage, ingest_batch
 from shared.records.outbox import claim_lost_runs
 from shared.records.tenancy import create_tenant
 from shared.runtime import Runtime
-from tests.factories import fresh_pg_database, make_settings
 
 RULE = BatchRule(turns=3, quiet_s=30)
-
-
-@pytest.fixture(
-    name="runtime", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def runtime_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Runtime]:
-    if request.param == "postgres":
-        with fresh_pg_database() as url:
-            yield from _runtime(tmp_path, database_url=url)
-    else:
-        yield from _runtime(tmp_path)
-
-
-def _runtime(tmp_path: Path, **overrides: str) -> Iterator[Runtime]:
-    settings = make_settings(tmp_path, **overrides)
-    upgrade_to_head(settings)
-    runtime = Runtime(settings)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def _store_turns(runtime: Runtime, texts: list[str], chat: str = "s1") -> tuple[str, list[str]]:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import ADMIN_KEY, APP_KEY, new_id, tiermem_serve
+from tests.factories import ADMIN_KEY, APP_KEY, free_port, new_id, tiermem_serve, wait_for
 from tests.scripted_llm import ScriptedLLM
+from tests.webhook_receiver import Receiver, received
 from tiermem import Client, Forbidden, NotFound, Unauthorized, ValidationFailed
 from tiermem.models import MessageIn
 
@@ -189,6 +190,41 @@ def test_admin_creates_a_tenant_and_keys_that_reach_only_it(server: str) -> None
         with pytest.raises(Forbidden) as refused:
             admin.create_tenant(new_id("evil"))
         assert refused.value.code == "forbidden"
+
+
+def test_webhooks_deliver_from_tiermem_serve_and_the_feed_reads_the_same(
+    server: str, tmp_path: Path
+) -> None:
+    with Client(server, ADMIN_KEY) as operator:
+        created = operator.create_tenant(new_id("hooks"))
+        admin_key = operator.create_key(created.tenant.id, scope="admin").key
+    port, log, secrets = free_port(), tmp_path / "received.jsonl", {}
+    receiver = Receiver(port, log, secrets).start()
+    try:
+        with Client(server, admin_key) as admin:
+            hook = admin.create_webhook(f"http://127.0.0.1:{port}/in", ["memory.added"])
+            secrets["/in"] = hook.secret
+            assert admin.test_webhook(hook.id).delivered
+            assert [h.id for h in admin.list_webhooks().data] == [hook.id]
+            with Client(server, created.app_key.key) as app:
+                turn = app.store_turn("s1", user_id="zoe", user_message="I live in Lisbon.")
+                assert turn.job_id and app.wait_for_job(turn.job_id, timeout=60).status == "done"
+                page = app.events()
+            assert [e.type for e in page.data] == ["memory.added"] and not page.has_more
+            # `tiermem serve` delivers it itself (its dispatch thread stands in for beat)
+            wait_for(
+                lambda: any(r["type"] == "memory.added" for r in received(log)),
+                timeout=30, what="memory.added from tiermem serve",
+            )  # fmt: skip
+            got = [r for r in received(log) if r["type"] == "memory.added"]
+            assert [r["id"] for r in got] == [page.data[0].id] and got[0]["valid"]
+            assert admin.ops_webhooks().pending == 0
+            assert admin.update_webhook(hook.id, enabled=False).enabled is False
+            admin.delete_webhook(hook.id)
+            with pytest.raises(NotFound):
+                admin.get_webhook(hook.id)
+    finally:
+        receiver.stop()
 
 
 def test_errors_are_typed_with_the_api_code_message_and_details(

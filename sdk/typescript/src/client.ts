@@ -35,6 +35,12 @@ import type {
   UserExport,
   VectorStats,
   WorkerInfo,
+  WebhookCreated,
+  WebhookList,
+  WebhookPublic,
+  WebhookOps,
+  PingResult,
+  EventPage,
 } from "./models.js";
 
 export const JOB_FINISHED: ReadonlySet<string> = new Set(["done", "skipped", "failed", "dropped"]);
@@ -367,6 +373,64 @@ export class Client {
 
   resumeQueue(queue: string): Promise<QueueState> {
     return this.http.send("post", "/v1/ops/queues/{queue}/resume", { path: { queue } });
+  }
+
+  // -- webhooks and the events feed -----------------------------------------------------
+
+  /** Admin key: a subscription; its `secret` (generated unless given) is shown once. */
+  createWebhook(
+    url: string,
+    events: string[],
+    options: { secret?: string; description?: string; tenantId?: string } = {},
+  ): Promise<WebhookCreated> {
+    return this.http.send("post", "/v1/webhooks", {
+      body: {
+        url,
+        events,
+        secret: options.secret,
+        description: options.description ?? "",
+        tenant_id: options.tenantId,
+      },
+    });
+  }
+
+  listWebhooks(): Promise<WebhookList> {
+    return this.http.send("get", "/v1/webhooks");
+  }
+
+  getWebhook(webhookId: string): Promise<WebhookPublic> {
+    return this.http.send("get", "/v1/webhooks/{webhook_id}", { path: { webhook_id: webhookId } });
+  }
+
+  /** Only what is given changes; `enabled: true` also resumes one disabled by failure. */
+  updateWebhook(
+    webhookId: string,
+    change: { url?: string; events?: string[]; description?: string; enabled?: boolean; secret?: string },
+  ): Promise<WebhookPublic> {
+    return this.http.send("patch", "/v1/webhooks/{webhook_id}", {
+      path: { webhook_id: webhookId },
+      body: change,
+    });
+  }
+
+  async deleteWebhook(webhookId: string): Promise<void> {
+    await this.http.send("delete", "/v1/webhooks/{webhook_id}", { path: { webhook_id: webhookId } });
+  }
+
+  /** A signed `webhook.test` event sent now; what the receiver answered. */
+  testWebhook(webhookId: string): Promise<PingResult> {
+    return this.http.send("post", "/v1/webhooks/{webhook_id}/test", { path: { webhook_id: webhookId } });
+  }
+
+  /** The tenant's events after the cursor `after`, in order; read on from `next_cursor`. */
+  events(options: { after?: number; limit?: number } = {}): Promise<EventPage> {
+    return this.http.send("get", "/v1/events", {
+      query: { after: options.after ?? 0, limit: options.limit ?? 100 },
+    });
+  }
+
+  opsWebhooks(options: { failedLimit?: number } = {}): Promise<WebhookOps> {
+    return this.http.send("get", "/v1/ops/webhooks", { query: { failed_limit: options.failedLimit ?? 20 } });
   }
 
   // -- admin: replay ---------------------------------------------------------------------

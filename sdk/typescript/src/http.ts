@@ -23,7 +23,7 @@ export interface ClientOptions {
   fetch?: Fetch;
 }
 
-export type Method = "get" | "post" | "put" | "delete";
+export type Method = "get" | "post" | "put" | "patch" | "delete";
 export type Route = keyof paths;
 type Operation<P extends Route, M extends Method> = NonNullable<paths[P][M]>;
 type PathOf<O> = O extends { parameters: { path: infer X } } ? X : never;

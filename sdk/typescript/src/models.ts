@@ -39,6 +39,13 @@ export type UserDeleted = Schemas["UserDeleted"];
 export type UserExport = Schemas["UserExport"];
 export type VectorStats = Schemas["VectorStats"];
 export type WorkerInfo = Schemas["WorkerInfo"];
+export type WebhookCreated = Schemas["WebhookCreated"];
+export type WebhookList = Schemas["WebhookList"];
+export type WebhookPublic = Schemas["WebhookPublic"];
+export type WebhookOps = Schemas["WebhookOps"];
+export type PingResult = Schemas["PingResult"];
+export type EventPage = Schemas["EventPage"];
+export type EventPublic = Schemas["EventPublic"];
 
 /** The kinds of memory: identity, preference, fact, decision, goal, relationship. */
 export type FactType = NonNullable<

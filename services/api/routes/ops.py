@@ -18,6 +18,8 @@ from shared.ops.queues import snapshot
 from shared.ops.vectors import VectorStats, recent_vector_stats, vector_stats
 from shared.ops.workers import HeartbeatStore, WorkerInfo
 from shared.vectors import VectorStore
+from shared.webhooks.models import WebhookOps
+from shared.webhooks.status import webhook_ops
 
 router = APIRouter(tags=["ops"], route_class=ApiRoute)
 
@@ -34,6 +36,18 @@ def get_queues(
         settings=runtime.settings,
         failed_limit=failed_limit,
         tenant_id=principal.visible_tenant,
+    )
+
+
+@router.get("/v1/ops/webhooks", response_model=WebhookOps)
+def get_webhooks_ops(
+    session: SessionDep,
+    principal: AdminDep,
+    failed_limit: Annotated[int, Query(ge=0, le=500)] = 20,
+) -> WebhookOps:
+    """Each webhook's state and last error, deliveries owed, the failing ones (ADR 0027)."""
+    return webhook_ops(
+        session=session, tenant_id=principal.visible_tenant, failing_limit=failed_limit
     )
 
 

@@ -1,0 +1,1 @@
+"""Webhooks: tenants' subscriptions, signed delivery of the events outbox, the events feed."""
