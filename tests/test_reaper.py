@@ -65,6 +65,13 @@ def _descendants(pid: int) -> set[int]:
     return found - {pid}
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "?"
+
+
 def _alive(pid: int) -> bool:
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
@@ -105,11 +112,17 @@ def test_what_a_killed_run_started_is_stopped(tmp_path: Path, kill: str) -> None
         else:
             os.killpg(run.pid, signal.SIGKILL)  # spawn made it a group leader
         run.wait()
-        wait_for(
-            lambda: not any(_alive(p) for p in started),
-            timeout=30,
-            what="every process of the killed run to stop",
-        )
+        try:
+            # SIGKILL is at once; the reaper notices pytest's death within a second, which
+            # on 2 busy cores at the end of the whole suite once took longer than 30 s.
+            wait_for(
+                lambda: not any(_alive(p) for p in started),
+                timeout=90,
+                what="every process of the killed run to stop",
+            )
+        except AssertionError as exc:
+            survivors = {p: _command(p) for p in started if _alive(p)}
+            raise AssertionError(f"{exc}; still running: {survivors}") from None
     finally:  # whatever the assertions found, this test leaves nothing behind either
         if run.poll() is None:
             started |= _descendants(run.pid)
