@@ -85,9 +85,8 @@ def repair_item(item: Any, *, subject: str | None) -> tuple[Any, list[str]]:
     if isinstance(number, str) and number.strip().isdigit():
         number = int(number)
     if "ends_known" in fields:
-        fixed["ends_known"] = None if isinstance(number, bool) else number
-        if not isinstance(number, int):
-            fixed["ends_known"] = None
+        readable = isinstance(number, int) and not isinstance(number, bool)
+        fixed["ends_known"] = number if readable else None
     for key, default in _DEFAULTS.items():
         # attribute and value are optional on a plain fact only; elsewhere they are meaning.
         optional = key in fields and (kind == "fact" or key not in ("attribute", "value"))
