@@ -142,6 +142,35 @@ def pet(subject: str, name: str, content: str) -> dict[str, Any]:
     return {**general(subject, content), "attribute": "pet", "value": name}
 
 
+# Ana's life as the memory browser's tests tell it: she moves from Leeds to Bristol, changes
+# jobs from Siemens to SAP, and her dog Rex dies. (session, what she says, the date, what
+# the scripted LLM extracts from it); each line names a phrase no later prompt repeats
+# before its own turn, and later scripts win, so each turn gets its own reply.
+CHANGING_LIFE = [
+    ("home", "I live in Leeds, up north.", "2026-01-05T09:00:00Z",
+     identity("Ana", "location", "Leeds", "Ana lives in Leeds.")),
+    ("home", "I work at Siemens as an engineer.", "2026-01-12T09:00:00Z",
+     identity("Ana", "employer", "Siemens", "Ana works at Siemens.")),
+    ("home", "My dog Rex loves the park.", "2026-01-20T09:00:00Z",
+     pet("Ana", "Rex", "Ana has a dog named Rex.")),
+    ("move", "Big news: we moved to Bristol!", "2026-03-03T09:00:00Z",
+     identity("Ana", "location", "Bristol", "Ana lives in Bristol.")),
+    ("move", "I started a new job at SAP this week.", "2026-03-10T09:00:00Z",
+     identity("Ana", "employer", "SAP", "Ana works at SAP.")),
+    ("move", "Sadly Rex passed away on Sunday.", "2026-03-17T09:00:00Z",
+     ended(pet("Ana", "Rex", "Ana's dog Rex passed away."))),
+]  # fmt: skip
+
+
+def script_changing_life(llm: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Script CHANGING_LIFE's replies into the scripted LLM; the turns to post, in order."""
+    turns = []
+    for session_id, text, said_at, item in CHANGING_LIFE:
+        llm.script(text, facts(item))
+        turns.append((session_id, turn("ana", text, "Noted.", created_at=said_at)))
+    return turns
+
+
 def new_id(prefix: str) -> str:
     """A user, session or tenant id no other test of a shared server uses."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

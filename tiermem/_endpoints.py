@@ -23,6 +23,7 @@ from tiermem._calls import (
 )
 from tiermem._transport import endpoint, paged, streamed
 from tiermem.models import (
+    BeliefTimeline,
     ChatIn,
     ChatPublic,
     CompactIn,
@@ -52,6 +53,7 @@ from tiermem.models import (
     RetryOut,
     SearchIn,
     Series,
+    SessionList,
     SessionMessagesPublic,
     TenantCreated,
     TenantIn,
@@ -62,6 +64,8 @@ from tiermem.models import (
     TurnIn,
     UserDeleted,
     UserExport,
+    UserList,
+    UserRunList,
     VectorStats,
     WebhookCreated,
     WebhookIn,
@@ -247,6 +251,35 @@ class Endpoints:
         params = query_params(q=q, k=k, exclude_session_id=exclude_session_id, around=around)
         path = f"{_user(user_id)}/history/search"
         return Call("GET", path, reads(MessageHitsPublic), params)
+
+    @endpoint
+    def get_beliefs(self, user_id: str) -> Call[BeliefTimeline]:
+        """Per slot (employer, location, a pet), every value it held, when each began and
+        ended, and the fact and message that superseded or ended it."""
+        return Call("GET", f"{_user(user_id)}/beliefs", reads(BeliefTimeline))
+
+    # -- users, their sessions and runs -----------------------------------------------------
+
+    @endpoint
+    def list_users(
+        self, *, q: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Call[UserList]:
+        """The key's tenant's users, most recently active first; `q`: ids containing it."""
+        params = query_params(q=q, limit=limit, offset=offset)
+        return Call("GET", "/v1/users", reads(UserList), params)
+
+    @endpoint
+    def list_sessions(self, user_id: str, *, limit: int = 50, offset: int = 0) -> Call[SessionList]:
+        params = query_params(limit=limit, offset=offset)
+        return Call("GET", f"{_user(user_id)}/sessions", reads(SessionList), params)
+
+    @endpoint
+    def list_runs(
+        self, user_id: str, *, status: Sequence[str] = (), limit: int = 50, offset: int = 0
+    ) -> Call[UserRunList]:
+        """The user's extraction runs, newest first; `status`: only these (e.g. failed)."""
+        params = query_params(status=list(status), limit=limit, offset=offset)
+        return Call("GET", f"{_user(user_id)}/runs", reads(UserRunList), params)
 
     @endpoint
     def export_user(self, user_id: str) -> Call[UserExport]:

@@ -17,6 +17,10 @@ from shared.compression.models import (
 from shared.context.models import ContextPublic
 from shared.extraction.schemas import FactType
 from shared.memory.models import (
+    BeliefChange,
+    BeliefSlot,
+    BeliefTimeline,
+    BeliefValue,
     MemoriesPublic,
     MemoryPublic,
     MessageExported,
@@ -37,12 +41,16 @@ from shared.records.models import (
     ImportAccepted,
     ImportIn,
     MessageIn,
+    SessionList,
+    SessionSummary,
     TranscriptLine,
     TurnAccepted,
     TurnIn,
+    UserList,
+    UserSummary,
 )
 from shared.records.replay import ReplayIn, ReplayProgress
-from shared.records.runs import JobPublic
+from shared.records.runs import JobPublic, UserRunList, UserRunPublic
 from shared.records.tenancy import KeyCreated, KeyIn, TenantCreated, TenantIn, TenantPublic
 from shared.webhooks.models import (
     DeliveryFailing,
@@ -58,6 +66,16 @@ from shared.webhooks.models import (
 from shared.webhooks.models import PingResult as WebhookPing
 
 __all__ = [
+    "UserRunPublic",
+    "UserRunList",
+    "UserSummary",
+    "UserList",
+    "SessionSummary",
+    "SessionList",
+    "BeliefValue",
+    "BeliefTimeline",
+    "BeliefSlot",
+    "BeliefChange",
     "ChatIn",
     "ChatPublic",
     "CompactIn",

@@ -27,6 +27,7 @@ from services.api.routes import (
     ops,
     replay,
     turns,
+    users,
     webhooks,
 )
 from services.api.routing import yield_to_literal_segments
@@ -99,6 +100,7 @@ def create_app(
         turns,
         chat,
         jobs,
+        users,
         memories,
         history,
         context,

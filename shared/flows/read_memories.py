@@ -1,6 +1,6 @@
-"""Read a user's memories from SQL: a page of them, one by its id, and everything stored
-about the user (the export). Each is one domain call; they are here so an adapter calls a
-flow for every use case and never the rooms below."""
+"""Read a user's memories from SQL: a page of them, one by its id, everything stored about
+the user (the export) and the timeline of their beliefs. Each is one domain call; they are
+here so an adapter calls a flow for every use case and never the rooms below."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from sqlmodel import Session
 from shared.db.models import User
 from shared.memory.models import MemoryPublic
 from shared.memory.reader import get_memory, list_memories, memories_public
+from shared.memory.timeline import belief_timeline
 from shared.memory.user_rows import export_user
 
-__all__ = ["export_user", "list_memories", "memory_by_id"]
+__all__ = ["belief_timeline", "export_user", "list_memories", "memory_by_id"]
 
 
 def memory_by_id(*, session: Session, user: User, memory_id: str) -> MemoryPublic:

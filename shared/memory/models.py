@@ -1,14 +1,14 @@
 """What the memory room answers and reads: memories and messages as clients see them, a
-memory search, a user deleted or exported."""
+memory search, a user deleted or exported, the timeline of a user's beliefs."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from shared.db.models import Fact
+from shared.db.models import Fact, Message
 from shared.extraction.schemas import FactType
 from shared.inputs import RequestModel
 
@@ -26,6 +26,18 @@ class MessageRef(BaseModel):
     speaker: str | None
     content: str
     created_at: dt.datetime
+
+    @classmethod
+    def of(cls, message: Message, session_external_id: str) -> MessageRef:
+        return cls(
+            message_id=message.id,
+            external_id=message.external_id,
+            session_id=session_external_id,
+            role=message.role,
+            speaker=message.speaker,
+            content=message.content,
+            created_at=message.created_at,
+        )
 
 
 class MessageHit(MessageRef):
@@ -142,3 +154,65 @@ class UserExport(BaseModel):
     sessions: list[SessionExported]
     messages: list[MessageExported]
     memories: list[MemoryPublic]
+
+
+# current: believed now · ending: believed now that the value stopped ("Rex passed away") ·
+# superseded: replaced by a new value · ended: stopped by an ending · retired: taken back
+# without a successor (a replay's rebuild) · quarantined: held back by the injection guard.
+BeliefState = Literal["current", "ending", "superseded", "ended", "retired", "quarantined"]
+
+
+class BeliefChange(BaseModel):
+    """What ended a value: the fact that took its place, and the message that said it."""
+
+    memory_id: str = Field(description="the fact that superseded or ended the value")
+    content: str = Field(description="that fact's sentence")
+    is_ending: bool = Field(description="true: it said the value stopped; false: a new value")
+    message: MessageRef | None = Field(
+        description="the message it was first said in (null: that message was deleted)"
+    )
+
+
+class BeliefValue(BaseModel):
+    """One value a slot held, and for how long."""
+
+    memory_id: str
+    value: str = Field(description="the slot's value: the city, the employer, the pet's name")
+    content: str = Field(description="the fact's sentence")
+    state: BeliefState
+    began_at: dt.datetime = Field(
+        description="since when it holds: the date the person gave (valid_from), else when "
+        "it was first said"
+    )
+    ended_at: dt.datetime | None = Field(description="when it stopped being believed (valid_to)")
+    confidence: float
+    mention_count: int
+    extractor: str
+    model: str | None
+    quarantine_reason: str | None = None
+    said_in: MessageRef | None = Field(
+        description="the message it was first said in (null: that message was deleted)"
+    )
+    ended_by: BeliefChange | None = Field(
+        default=None, description="what superseded or ended it; null while it holds"
+    )
+
+
+class BeliefSlot(BaseModel):
+    """A slot (`identity/employer`, `fact/pet:rex`, `preference/about:jazz`) over time."""
+
+    slot: str
+    type: str
+    current: str | None = Field(
+        description="the value believed now; null when it ended or none is believed"
+    )
+    changed_at: dt.datetime = Field(description="when the slot last gained or lost a value")
+    values: list[BeliefValue] = Field(description="oldest first")
+
+
+class BeliefTimeline(BaseModel):
+    """A user's beliefs per slot, the slot changed most recently first. Facts without a slot
+    (a general note) have no timeline: read them with GET /memories."""
+
+    data: list[BeliefSlot]
+    count: int

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlmodel import Session, col, func, select
 
@@ -20,30 +20,25 @@ from shared.vectors.scope import UserVectors
 MAX_SOURCES = 5
 
 
+def message_refs(
+    session: Session, message_ids: Collection[str], user_ids: Collection[str]
+) -> dict[str, MessageRef]:
+    """message id → the message as clients see it; only these users' (a deleted one is absent)."""
+    found = session.exec(
+        select(Message, ChatSession.external_id)
+        .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
+        .where(col(Message.id).in_(message_ids), col(Message.user_id).in_(user_ids))
+    ).all()
+    return {m.id: MessageRef.of(m, chat_id) for m, chat_id in found}
+
+
 def sources_of(session: Session, rows: Sequence[Fact]) -> dict[str, list[MessageRef]]:
     """fact id → its newest source messages (one query for all the rows)."""
     wanted = {r.id: list(dict.fromkeys(r.source_message_ids))[-MAX_SOURCES:] for r in rows}
     ids = {mid for mids in wanted.values() for mid in mids}
     if not ids:
         return {}
-    user_ids = {r.user_id for r in rows}
-    found = session.exec(
-        select(Message, ChatSession.external_id)
-        .join(ChatSession, col(ChatSession.id) == col(Message.session_id))
-        .where(col(Message.id).in_(ids), col(Message.user_id).in_(user_ids))
-    ).all()
-    by_id = {
-        m.id: MessageRef(
-            message_id=m.id,
-            external_id=m.external_id,
-            session_id=chat_id,
-            role=m.role,
-            speaker=m.speaker,
-            content=m.content,
-            created_at=m.created_at,
-        )
-        for m, chat_id in found
-    }
+    by_id = message_refs(session, ids, {r.user_id for r in rows})
     return {fid: [by_id[m] for m in mids if m in by_id] for fid, mids in wanted.items()}
 
 

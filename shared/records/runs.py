@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, func, select
 
 from shared.db.engine import session_scope
-from shared.db.models import CompressionRun, ExtractionRun, utcnow
+from shared.db.models import ChatSession, CompressionRun, ExtractionRun, Message, User, utcnow
 from shared.errors import NotFound
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,9 @@ OPEN = ("pending", WAITING, "running", "retrying")
 # Extraction runs that ended without memory to show for it, which a person retries:
 # failed, and dropped (the model answered with items and none could be kept).
 RETRYABLE = ("failed", "dropped")
+RunStatus = Literal[
+    "pending", "waiting", "running", "retrying", "done", "skipped", "dropped", "failed"
+]
 _KIND = {ExtractionRun: "extraction", CompressionRun: "compression"}
 
 
@@ -117,3 +120,47 @@ def get_job(*, session: Session, job_id: str, tenant_id: str | None) -> Extracti
     if run is None or (tenant_id is not None and run.tenant_id != tenant_id):
         raise NotFound(f"job {job_id} not found")
     return run
+
+
+class UserRunPublic(JobPublic):
+    """One of a user's extraction runs (a job), with the turn it read."""
+
+    session_id: str = Field(description="the session of the turn, by your id")
+    message: str = Field(description="what the user said in the turn the run extracted")
+
+
+class UserRunList(BaseModel):
+    """A page of a user's extraction runs, newest first, and how many match."""
+
+    data: list[UserRunPublic]
+    count: int
+
+
+def runs_of_user(
+    *, session: Session, user: User, statuses: Sequence[RunStatus], limit: int, offset: int
+) -> UserRunList:
+    """The user's live extraction runs (a replay's rehearsals left out), newest first;
+    `statuses` empty: every status."""
+    where: list[Any] = [
+        ExtractionRun.user_id == user.id,
+        col(ExtractionRun.replay_job_id).is_(None),
+    ]
+    if statuses:
+        where.append(col(ExtractionRun.status).in_(statuses))
+    total = session.exec(select(func.count()).select_from(ExtractionRun).where(*where)).one()
+    rows = session.exec(
+        select(ExtractionRun, ChatSession.external_id, Message.content)
+        .join(ChatSession, col(ChatSession.id) == col(ExtractionRun.session_id))
+        .join(Message, col(Message.id) == col(ExtractionRun.message_id))
+        .where(*where)
+        .order_by(col(ExtractionRun.created_at).desc(), col(ExtractionRun.id))
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    data = [
+        UserRunPublic.model_validate(
+            {**run.model_dump(), "session_id": chat_external_id, "message": content}
+        )
+        for run, chat_external_id, content in rows
+    ]
+    return UserRunList(data=data, count=int(total))

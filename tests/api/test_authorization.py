@@ -125,6 +125,11 @@ MATRIX: list[tuple[str, str, Any, tuple[Any, Any, Any]]] = [
     ("POST", "/v1/ops/queues/extract/resume", None, (403, 403, 409)),
     ("GET", "/metrics", None, (403, 403, 200)),
     ("GET", "/v1/users/bob/export", None, (404, 404, 403)),  # B's user: not A's, not the operator's
+    # what the memory browser reads: a tenant's users, a user's beliefs, sessions and runs
+    ("GET", "/v1/users", None, (200, 200, 403)),
+    ("GET", "/v1/users/bob/beliefs", None, (404, 404, 403)),
+    ("GET", "/v1/users/bob/sessions", None, (404, 404, 403)),
+    ("GET", "/v1/users/bob/runs", None, (404, 404, 403)),
 ]
 
 
@@ -175,6 +180,13 @@ def test_what_a_tenant_admin_sees_is_its_own_tenant_only(world: World) -> None:
         "/v1/ops/runs/retry", json={"run_ids": [world.job_b]}, headers=admin_a
     ).json()
     assert retry == {"retried": [], "skipped": [world.job_b]}
+
+
+def test_a_tenants_user_list_holds_its_own_users_only(world: World) -> None:
+    for role in ("app_a", "admin_a"):
+        users = world.call(role, "GET", "/v1/users").json()
+        assert [u["user_id"] for u in users["data"]] == ["ana"] and users["count"] == 1
+    assert world.call("app_a", "GET", "/v1/users?q=bo").json() == {"data": [], "count": 0}
 
 
 def test_a_tenant_admin_replay_without_a_tenant_covers_its_own(world: World) -> None:

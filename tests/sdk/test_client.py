@@ -72,6 +72,20 @@ def test_a_turn_is_stored_extracted_found_exported_and_erased(client: Client) ->
         client.list_memories(user)
 
 
+def test_the_memory_browsers_reads_users_sessions_runs_and_beliefs(client: Client) -> None:
+    user, session = new_id("lena"), new_id("s")
+    turn = client.store_turn(session, user_id=user, user_message="I live in Oslo.")
+    assert client.wait_for_job(turn.job_id, timeout=60).status == "done"
+    [listed] = client.list_users(q=user.upper()).data
+    assert (listed.user_id, listed.sessions, listed.messages) == (user, 1, 1)
+    assert [s.session_id for s in client.list_sessions(user).data] == [session]
+    [run] = client.list_runs(user, status=["done"]).data
+    assert run.id == turn.job_id and run.message == "I live in Oslo."
+    assert client.list_runs(user, status=["failed", "dropped"]).count == 0
+    location = next(s for s in client.get_beliefs(user).data if s.slot == "identity/location")
+    assert location.current == "Oslo" and location.values[0].said_in is not None
+
+
 def test_import_then_wait_for_each_job(client: Client) -> None:
     user, session = new_id("ben"), new_id("s")
     lines = [

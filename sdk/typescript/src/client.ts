@@ -6,6 +6,7 @@ import { ChatStream } from "./chat-stream.js";
 import { WaitTimedOut } from "./errors.js";
 import { sleep, Transport, type ClientOptions } from "./http.js";
 import type {
+  BeliefTimeline,
   ChatPublic,
   CompressionRunList,
   CompressionRunPublic,
@@ -25,6 +26,8 @@ import type {
   ReplayProgress,
   RetryOut,
   Series,
+  RunStatus,
+  SessionList,
   SessionMessagesPublic,
   TenantCreated,
   TenantPublic,
@@ -33,6 +36,8 @@ import type {
   TurnAccepted,
   UserDeleted,
   UserExport,
+  UserList,
+  UserRunList,
   VectorStats,
   WorkerInfo,
   WebhookCreated,
@@ -203,6 +208,39 @@ export class Client {
     return this.http.send("get", "/v1/users/{user_id}/history/search", {
       path: { user_id: userId },
       query: { q, k: options.k ?? 10, exclude_session_id: options.excludeSessionId, around: options.around ?? 0 },
+    });
+  }
+
+  /** Per slot (employer, location, a pet), every value it held, when each began and ended,
+   * and the fact and message that superseded or ended it. */
+  getBeliefs(userId: string): Promise<BeliefTimeline> {
+    return this.http.send("get", "/v1/users/{user_id}/beliefs", { path: { user_id: userId } });
+  }
+
+  // -- users, their sessions and runs ---------------------------------------------------
+
+  /** The key's tenant's users, most recently active first; `q`: ids containing it. */
+  listUsers(options: { q?: string; limit?: number; offset?: number } = {}): Promise<UserList> {
+    return this.http.send("get", "/v1/users", {
+      query: { q: options.q, limit: options.limit ?? 50, offset: options.offset ?? 0 },
+    });
+  }
+
+  listSessions(userId: string, options: { limit?: number; offset?: number } = {}): Promise<SessionList> {
+    return this.http.send("get", "/v1/users/{user_id}/sessions", {
+      path: { user_id: userId },
+      query: { limit: options.limit ?? 50, offset: options.offset ?? 0 },
+    });
+  }
+
+  /** The user's extraction runs, newest first; `status`: only these (e.g. failed). */
+  listRuns(
+    userId: string,
+    options: { status?: RunStatus[]; limit?: number; offset?: number } = {},
+  ): Promise<UserRunList> {
+    return this.http.send("get", "/v1/users/{user_id}/runs", {
+      path: { user_id: userId },
+      query: { status: options.status, limit: options.limit ?? 50, offset: options.offset ?? 0 },
     });
   }
 

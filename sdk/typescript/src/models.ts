@@ -46,6 +46,19 @@ export type WebhookOps = Schemas["WebhookOps"];
 export type PingResult = Schemas["PingResult"];
 export type EventPage = Schemas["EventPage"];
 export type EventPublic = Schemas["EventPublic"];
+export type BeliefTimeline = Schemas["BeliefTimeline"];
+export type BeliefSlot = Schemas["BeliefSlot"];
+export type BeliefValue = Schemas["BeliefValue"];
+export type UserList = Schemas["UserList"];
+export type UserSummary = Schemas["UserSummary"];
+export type SessionList = Schemas["SessionList"];
+export type SessionSummary = Schemas["SessionSummary"];
+export type UserRunList = Schemas["UserRunList"];
+export type UserRunPublic = Schemas["UserRunPublic"];
+/** An extraction run's status, as GET /v1/users/{user_id}/runs filters by it. */
+export type RunStatus = NonNullable<
+  NonNullable<paths["/v1/users/{user_id}/runs"]["get"]["parameters"]["query"]>["status"]
+>[number];
 
 /** The kinds of memory: identity, preference, fact, decision, goal, relationship. */
 export type FactType = NonNullable<

@@ -132,6 +132,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Users
+         * @description The users of the key's tenant, most recently active first (an app or a tenant admin
+         *     key; the operator key reaches no user data).
+         */
+        get: operations["read_users_v1_users_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read Sessions */
+        get: operations["read_sessions_v1_users__user_id__sessions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Runs
+         * @description The user's extraction runs, newest first; failed and dropped ones are retried with
+         *     POST /v1/ops/runs/retry (an admin key).
+         */
+        get: operations["read_runs_v1_users__user_id__runs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/memories": {
         parameters: {
             query?: never;
@@ -160,6 +219,27 @@ export interface paths {
         put?: never;
         /** Search */
         post: operations["search_v1_users__user_id__memories_search_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/beliefs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Beliefs
+         * @description Per slot (employer, location, a pet, a liked thing), every value it held, oldest first:
+         *     when each began and ended, and the fact and message that superseded or ended it.
+         */
+        get: operations["read_beliefs_v1_users__user_id__beliefs_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -970,6 +1050,114 @@ export interface components {
             results?: {
                 [key: string]: unknown;
             }[];
+        };
+        /**
+         * BeliefChange
+         * @description What ended a value: the fact that took its place, and the message that said it.
+         */
+        BeliefChange: {
+            /**
+             * Memory Id
+             * @description the fact that superseded or ended the value
+             */
+            memory_id: string;
+            /**
+             * Content
+             * @description that fact's sentence
+             */
+            content: string;
+            /**
+             * Is Ending
+             * @description true: it said the value stopped; false: a new value
+             */
+            is_ending: boolean;
+            /** @description the message it was first said in (null: that message was deleted) */
+            message: components["schemas"]["MessageRef"] | null;
+        };
+        /**
+         * BeliefSlot
+         * @description A slot (`identity/employer`, `fact/pet:rex`, `preference/about:jazz`) over time.
+         */
+        BeliefSlot: {
+            /** Slot */
+            slot: string;
+            /** Type */
+            type: string;
+            /**
+             * Current
+             * @description the value believed now; null when it ended or none is believed
+             */
+            current: string | null;
+            /**
+             * Changed At
+             * Format: date-time
+             * @description when the slot last gained or lost a value
+             */
+            changed_at: string;
+            /**
+             * Values
+             * @description oldest first
+             */
+            values: components["schemas"]["BeliefValue"][];
+        };
+        /**
+         * BeliefTimeline
+         * @description A user's beliefs per slot, the slot changed most recently first. Facts without a slot
+         *     (a general note) have no timeline: read them with GET /memories.
+         */
+        BeliefTimeline: {
+            /** Data */
+            data: components["schemas"]["BeliefSlot"][];
+            /** Count */
+            count: number;
+        };
+        /**
+         * BeliefValue
+         * @description One value a slot held, and for how long.
+         */
+        BeliefValue: {
+            /** Memory Id */
+            memory_id: string;
+            /**
+             * Value
+             * @description the slot's value: the city, the employer, the pet's name
+             */
+            value: string;
+            /**
+             * Content
+             * @description the fact's sentence
+             */
+            content: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "current" | "ending" | "superseded" | "ended" | "retired" | "quarantined";
+            /**
+             * Began At
+             * Format: date-time
+             * @description since when it holds: the date the person gave (valid_from), else when it was first said
+             */
+            began_at: string;
+            /**
+             * Ended At
+             * @description when it stopped being believed (valid_to)
+             */
+            ended_at: string | null;
+            /** Confidence */
+            confidence: number;
+            /** Mention Count */
+            mention_count: number;
+            /** Extractor */
+            extractor: string;
+            /** Model */
+            model: string | null;
+            /** Quarantine Reason */
+            quarantine_reason?: string | null;
+            /** @description the message it was first said in (null: that message was deleted) */
+            said_in: components["schemas"]["MessageRef"] | null;
+            /** @description what superseded or ended it; null while it holds */
+            ended_by?: components["schemas"]["BeliefChange"] | null;
         };
         /**
          * ChatIn
@@ -2148,6 +2336,16 @@ export interface components {
             parent_session_id: string | null;
         };
         /**
+         * SessionList
+         * @description A page of a user's sessions, most recently written first, and how many there are.
+         */
+        SessionList: {
+            /** Data */
+            data: components["schemas"]["SessionSummary"][];
+            /** Count */
+            count: number;
+        };
+        /**
          * SessionMessagesPublic
          * @description A page of one session's stored messages, in the order asked (`seq` is their order).
          */
@@ -2175,6 +2373,38 @@ export interface components {
             bulks_share: number;
             /** Pin Head */
             pin_head: boolean;
+        };
+        /**
+         * SessionSummary
+         * @description One of a user's sessions: its id, its messages and when it was last written.
+         */
+        SessionSummary: {
+            /**
+             * Session Id
+             * @description the session's id in your system
+             */
+            session_id: string;
+            /**
+             * Parent Session Id
+             * @description the session it continues (POST /v1/sessions/{id}/continue), by its id
+             */
+            parent_session_id: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             * @description when a message was last stored in it
+             */
+            updated_at: string;
+            /**
+             * Messages
+             * @description its stored messages
+             */
+            messages: number;
         };
         /** SpanPublic */
         SpanPublic: {
@@ -2402,6 +2632,148 @@ export interface components {
             messages: components["schemas"]["MessageExported"][];
             /** Memories */
             memories: components["schemas"]["MemoryPublic"][];
+        };
+        /**
+         * UserList
+         * @description A page of the tenant's users, most recently active first, and how many match.
+         */
+        UserList: {
+            /** Data */
+            data: components["schemas"]["UserSummary"][];
+            /** Count */
+            count: number;
+        };
+        /**
+         * UserRunList
+         * @description A page of a user's extraction runs, newest first, and how many match.
+         */
+        UserRunList: {
+            /** Data */
+            data: components["schemas"]["UserRunPublic"][];
+            /** Count */
+            count: number;
+        };
+        /**
+         * UserRunPublic
+         * @description One of a user's extraction runs (a job), with the turn it read.
+         */
+        UserRunPublic: {
+            /** Id */
+            id: string;
+            /**
+             * Kind
+             * @default extract_turn
+             */
+            kind: string;
+            /** Status */
+            status: string;
+            /** Attempts */
+            attempts: number;
+            /** Error */
+            error: string | null;
+            /** Message Id */
+            message_id: string;
+            /** Reply Message Id */
+            reply_message_id: string | null;
+            /** Extractor */
+            extractor: string;
+            /** Extractor Version */
+            extractor_version: string | null;
+            /** Model */
+            model: string | null;
+            /** Response Format */
+            response_format?: string | null;
+            /** Response Format Note */
+            response_format_note?: string | null;
+            /** Prompt Hash */
+            prompt_hash: string | null;
+            /** Facts Extracted */
+            facts_extracted: number;
+            /** Facts Invalid */
+            facts_invalid: number;
+            /**
+             * Facts Repaired
+             * @default 0
+             */
+            facts_repaired: number;
+            /** Dropped Reasons */
+            dropped_reasons?: string[] | null;
+            /** Facts Added */
+            facts_added: number;
+            /** Facts Merged */
+            facts_merged: number;
+            /** Facts Superseded */
+            facts_superseded: number;
+            /** Skipped Reason */
+            skipped_reason: string | null;
+            /** Prompt Tokens */
+            prompt_tokens: number;
+            /** Completion Tokens */
+            completion_tokens: number;
+            /** Llm Ms */
+            llm_ms: number;
+            /** Duration Ms */
+            duration_ms: number;
+            /** Batch Id */
+            batch_id?: string | null;
+            /** Batch Size */
+            batch_size?: number | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Started At */
+            started_at: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Session Id
+             * @description the session of the turn, by your id
+             */
+            session_id: string;
+            /**
+             * Message
+             * @description what the user said in the turn the run extracted
+             */
+            message: string;
+        };
+        /**
+         * UserSummary
+         * @description A user of the tenant as the memory browser lists them: the id and how much is stored.
+         */
+        UserSummary: {
+            /**
+             * User Id
+             * @description the user's id in your system
+             */
+            user_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             * @description when tiermem first stored a turn of theirs
+             */
+            created_at: string;
+            /**
+             * Sessions
+             * @description their sessions
+             */
+            sessions: number;
+            /**
+             * Messages
+             * @description their stored messages, every session
+             */
+            messages: number;
+            /**
+             * Memories Active
+             * @description facts believed now (not superseded or ended)
+             */
+            memories_active: number;
+            /**
+             * Last Message At
+             * @description when their newest stored message was said; null: none stored
+             */
+            last_message_at: string | null;
         };
         /** VectorStats */
         VectorStats: {
@@ -3495,6 +3867,310 @@ export interface operations {
             };
         };
     };
+    read_users_v1_users_get: {
+        parameters: {
+            query?: {
+                /** @description only users whose id contains this, in any case */
+                q?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: {
+                authorization?: string | null;
+                "x-api-key"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            /** @description malformed_json: the body is not valid UTF-8 JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the key cannot reach this (README: API keys) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such user, session, job, memory or replay in the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict: the state does not allow it now (e.g. a replay already done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description invalid_input: the message names the field and the rule it broke */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: a dependency cannot serve this now; send it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    read_sessions_v1_users__user_id__sessions_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: {
+                authorization?: string | null;
+                "x-api-key"?: string | null;
+            };
+            path: {
+                /** @description the user's id in your system; 1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            /** @description malformed_json: the body is not valid UTF-8 JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the key cannot reach this (README: API keys) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such user, session, job, memory or replay in the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict: the state does not allow it now (e.g. a replay already done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description invalid_input: the message names the field and the rule it broke */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: a dependency cannot serve this now; send it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    read_runs_v1_users__user_id__runs_get: {
+        parameters: {
+            query?: {
+                /** @description repeat to allow several */
+                status?: ("pending" | "waiting" | "running" | "retrying" | "done" | "skipped" | "dropped" | "failed")[] | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: {
+                authorization?: string | null;
+                "x-api-key"?: string | null;
+            };
+            path: {
+                /** @description the user's id in your system; 1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserRunList"];
+                };
+            };
+            /** @description malformed_json: the body is not valid UTF-8 JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the key cannot reach this (README: API keys) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such user, session, job, memory or replay in the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict: the state does not allow it now (e.g. a replay already done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description invalid_input: the message names the field and the rule it broke */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: a dependency cannot serve this now; send it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     read_memories_v1_users__user_id__memories_get: {
         parameters: {
             query?: {
@@ -3627,6 +4303,104 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MemoriesPublic"];
+                };
+            };
+            /** @description malformed_json: the body is not valid UTF-8 JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the key cannot reach this (README: API keys) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such user, session, job, memory or replay in the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict: the state does not allow it now (e.g. a replay already done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description invalid_input: the message names the field and the rule it broke */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: a dependency cannot serve this now; send it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    read_beliefs_v1_users__user_id__beliefs_get: {
+        parameters: {
+            query?: never;
+            header?: {
+                authorization?: string | null;
+                "x-api-key"?: string | null;
+            };
+            path: {
+                /** @description the user's id in your system; 1-128 characters: letters, digits and . _ : @ -, starting with a letter or digit */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BeliefTimeline"];
                 };
             };
             /** @description malformed_json: the body is not valid UTF-8 JSON */

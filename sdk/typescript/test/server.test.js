@@ -61,6 +61,15 @@ describe("against tiermem serve", { skip }, () => {
     const hits = await tm.searchHistory(user, "jazz", { k: 3 });
     assert.ok(hits.count >= 1 && hits.data[0].content.includes("jazz"));
 
+    // what the memory browser reads: the tenant's users, the user's sessions, runs and beliefs
+    const [listedUser] = (await tm.listUsers({ q: user })).data;
+    assert.equal(listedUser.user_id, user);
+    assert.deepEqual((await tm.listSessions(user)).data.map((s) => s.session_id), [session]);
+    const [run] = (await tm.listRuns(user, { status: ["done"] })).data;
+    assert.equal(run.id, turn.job_id);
+    const location = (await tm.getBeliefs(user)).data.find((s) => s.slot === "identity/location");
+    assert.equal(location.current, "Berlin");
+
     const again = await tm.storeTurn(session, { userId: user, userMessage: said, assistantMessage: reply });
     assert.equal(again.duplicate, true);
     assert.equal(again.job_id, turn.job_id);

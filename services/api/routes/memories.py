@@ -1,4 +1,5 @@
-"""A user's memories: list, search, read, delete; the user's export and erasure."""
+"""A user's memories: list, search, read, delete, their beliefs over time; the user's export
+and erasure."""
 
 from __future__ import annotations
 
@@ -10,10 +11,22 @@ from services.api.deps import MemoryIdPath, RuntimeDep, SessionDep, UserDep
 from services.api.routing import ApiRoute
 from shared.extraction.schemas import FactType
 from shared.flows.forget import delete_memory, delete_user
-from shared.flows.read_memories import export_user, list_memories, memory_by_id
+from shared.flows.read_memories import (
+    belief_timeline,
+    export_user,
+    list_memories,
+    memory_by_id,
+)
 from shared.flows.search_memories import search_memories
 from shared.inputs import MAX_OFFSET
-from shared.memory.models import MemoriesPublic, MemoryPublic, SearchIn, UserDeleted, UserExport
+from shared.memory.models import (
+    BeliefTimeline,
+    MemoriesPublic,
+    MemoryPublic,
+    SearchIn,
+    UserDeleted,
+    UserExport,
+)
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memories"], route_class=ApiRoute)
 
@@ -54,6 +67,13 @@ def search(
         types=body.types,
         min_score=body.min_score,
     )
+
+
+@router.get("/beliefs", response_model=BeliefTimeline)
+def read_beliefs(user: UserDep, session: SessionDep) -> BeliefTimeline:
+    """Per slot (employer, location, a pet, a liked thing), every value it held, oldest first:
+    when each began and ended, and the fact and message that superseded or ended it."""
+    return belief_timeline(session=session, user=user)
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryPublic)
