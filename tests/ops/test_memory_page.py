@@ -5,6 +5,7 @@ with the message that ended it, and a search; another tenant's key sees nothing 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -16,11 +17,21 @@ import pytest
 
 from tests import factories as f
 from tests.factories import ADMIN_KEY, APP_KEY, tiermem_serve, wait_for
+from tests.ops.devtools import open_page
 from tests.ops.test_ops_page import chromium
 from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 APP = {"Authorization": f"Bearer {APP_KEY}"}
+BO_SAYS = "I keep bees on the roof of the flat."
+# The first retry button's row: its class, its words, and whether the button is disabled.
+RETRY_ROW = """(() => {
+  const row = document.querySelector("[data-retry]").closest("tr");
+  return [row.className, row.innerText, row.querySelector("button").disabled];
+})()"""
+REPLAY_DONE = (
+    "(t => t.includes(' done: ') && t)(document.querySelector('#replay-result').innerText)"
+)
 SCREENSHOTS = {"memory-browser.png": "1280,2300", "memory-browser-narrow.png": "390,2600"}
 
 
@@ -37,11 +48,28 @@ def server_fixture(
             job = r.json()["job_id"]
 
             def finished(job_id: str = job) -> str | None:
-                status: str = httpx.get(f"{url}/v1/jobs/{job_id}", headers=APP).json()["status"]
+                status = job_status(url, job_id)
                 return status if status not in ("pending", "running", "retrying") else None
 
             assert wait_for(finished, timeout=60, what=f"job {job}") == "done"
+        # Bo's one turn fails: the model answers with no JSON, and again when asked to repair
+        # it (that request quotes the reply, not the turn: the misbehaviour names no text).
+        scripted_llm_server.misbehave("malformed", times=2)
+        r = httpx.post(f"{url}/v1/sessions/bo-1/turns", json=f.turn("bo", BO_SAYS), headers=APP)
+        assert r.status_code == 202, r.text
+        bo_job = r.json()["job_id"]
+
+        def bo_finished() -> str | None:
+            status = job_status(url, bo_job)
+            return status if status not in ("pending", "running", "retrying") else None
+
+        assert wait_for(bo_finished, timeout=60, what="bo's run") == "failed"
         yield url
+
+
+def job_status(url: str, job_id: str) -> str:
+    status: str = httpx.get(f"{url}/v1/jobs/{job_id}", headers=APP).json()["status"]
+    return status
 
 
 def part(dom: str, attribute: str, value: str, tag: str) -> str:
@@ -170,3 +198,85 @@ def test_without_a_key_the_page_asks_for_one(server: str, tmp_path: Path) -> Non
     login = part(dom, "id", "login", "form")
     assert "hidden" not in login.split(">")[0] and 'for="key"' in login
     assert 'data-loaded="true"' not in dom
+
+
+def test_a_keyboard_alone_finds_a_user_and_reads_their_sources(server: str, tmp_path: Path) -> None:
+    async def use() -> None:
+        async with open_page(tmp_path) as page:
+            await page.goto(f"{server}/memory#key={APP_KEY}")
+            await page.wait("!!document.querySelector('[data-user=ana]')")
+            order = []
+            for _ in range(12):
+                await page.press("Tab")
+                order.append(await page.focused())
+                if order[-1].startswith("button[data-user=ana]"):
+                    break
+            assert order[0] == "a Skip to the user", order
+            assert any(o.startswith("input#find-q") for o in order), order
+            assert order[-1].startswith("button[data-user=ana]"), order
+            await page.press("Enter")
+            await page.wait("document.body.dataset.loaded === 'true'")
+            assert (await page.focused()).startswith("main#main")
+            await page.press("Tab")  # on to the first of the sections
+            assert await page.focused() == "a Beliefs over time"
+            # a fact's sources open from the keyboard
+            await page.js("document.querySelector('[data-type=identity] summary').focus()")
+            await page.press("Enter")
+            sources = await page.js(
+                "document.querySelector('[data-type=identity] details[open] ul').innerText"
+            )
+            assert "session move" in sources
+
+    asyncio.run(use())
+
+
+def test_a_tenant_admin_retries_a_failed_run_replays_exports_and_deletes(
+    server: str, tmp_path: Path
+) -> None:
+    operator = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    tenants = httpx.get(f"{server}/v1/admin/tenants", headers=operator).json()
+    default = next(t["id"] for t in tenants if t["name"] == "default")
+    minted = httpx.post(
+        f"{server}/v1/admin/tenants/{default}/keys", json={"scope": "admin"}, headers=operator
+    )
+    assert minted.status_code == 201, minted.text
+    admin = minted.json()["key"]
+
+    async def use() -> None:
+        async with open_page(tmp_path) as page:
+            await page.goto(f"{server}/memory#key={admin}&user=bo")
+            await page.wait("document.body.dataset.loaded === 'true'")
+            row = await page.js(RETRY_ROW)
+            assert row[0] == "bad" and "failed" in row[1] and row[2] is False, row
+            await page.js("document.querySelector('[data-retry]').focus()")
+            await page.press("Enter")
+            await page.wait("document.getElementById('status').textContent.includes('sent back')")
+
+            # A dry-run replay of Ana's sessions shows its diff
+            await page.goto(f"{server}/memory#user=ana")
+            await page.wait("document.body.dataset.loaded === 'true'")
+            await page.js("document.getElementById('replay').click()")
+            diff = await page.wait(REPLAY_DONE, timeout=120)
+            assert "6 of 6 turns, 0 failed" in diff and "would be added" in diff, diff
+            await page.js("document.getElementById('export').click()")
+            exported = await page.wait("document.getElementById('manage-result').innerText")
+            assert exported.startswith("exported 12 messages"), exported
+
+            # Deleting Bo asks for his id: a wrong one deletes nothing
+            await page.goto(f"{server}/memory#user=bo")
+            await page.wait("document.body.dataset.loaded === 'true'")
+            for typed in ("b", "bo"):
+                await page.js("document.getElementById('delete').click()")
+                assert await page.js("document.getElementById('confirm-delete').open")
+                await page.js("document.getElementById('confirm-id').focus()")
+                await page.type(typed)
+                await page.js("document.getElementById('confirm-go').click()")
+                if typed == "b":
+                    await asyncio.sleep(1)
+                    still = httpx.get(f"{server}/v1/users/bo/sessions", headers=APP)
+                    assert still.status_code == 200
+            deleted = await page.wait("document.getElementById('manage-result').innerText")
+            assert deleted.startswith("deleted: "), deleted
+        assert httpx.get(f"{server}/v1/users/bo/sessions", headers=APP).status_code == 404
+
+    asyncio.run(use())
