@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from shared.config import ExtractionSettings, LLMSettings
-from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.base import ExtractionResult, KnownFact, TurnInput, validate_items
 from shared.extraction.batch import (
     batch_prompt_hash,
     build_batch_messages,
@@ -110,9 +110,9 @@ class LLMExtractor:
 
     def _extract_together(self, turns: list[TurnInput]) -> list[ExtractionResult]:
         n = len(turns)
-        system, user = self._batch_messages(turns)
         # The known facts the call shows, numbered as one list for all its turns.
-        shown = shown_known_facts(turns, max_known=self._max_known_in_batch())
+        shown = self._shown_known_facts(turns)
+        system, user = self._batch_messages(turns, shown)
         decoding = with_known_numbers(self._batch_decoding_schema(n), len(shown))
         room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
         reply = self.client.complete_json(
@@ -138,14 +138,16 @@ class LLMExtractor:
             results.append(result)
         return results
 
-    def _batch_messages(self, turns: list[TurnInput]) -> tuple[str, str]:
-        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+    def _batch_messages(
+        self, turns: list[TurnInput], shown: tuple[KnownFact, ...]
+    ) -> tuple[str, str]:
         return build_batch_messages(
-            turns, max_facts=self.settings.max_facts_per_turn, max_known=self._max_known_in_batch()
+            turns, max_facts=self.settings.max_facts_per_turn, known_facts=shown
         )
 
-    def _max_known_in_batch(self) -> int:
-        return 2 * self.settings.context_facts
+    def _shown_known_facts(self, turns: list[TurnInput]) -> tuple[KnownFact, ...]:
+        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+        return shown_known_facts(turns, max_known=2 * self.settings.context_facts)
 
     def _batch_decoding_schema(self, turns: int) -> dict[str, Any]:
         """Bounded as one turn's is, by max_facts for each turn of the call (at most
@@ -154,7 +156,7 @@ class LLMExtractor:
         return with_turn_numbers(strict_json_schema(max_facts=bound), turns)
 
     def _batch_prompt_tokens(self, turns: list[TurnInput]) -> int:
-        system, user = self._batch_messages(turns)
+        system, user = self._batch_messages(turns, self._shown_known_facts(turns))
         return self._prompt_tokens(system, user, self._batch_decoding_schema(len(turns)))
 
     def _prompt_tokens(self, system: str, user: str, decoding: dict[str, Any]) -> int:
