@@ -23,7 +23,7 @@ from shared.extraction.checks import review
 from shared.extraction.endings import link_ending
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
-from shared.extraction.schemas import TypedFact, strict_json_schema, with_known_numbers
+from shared.extraction.schemas import TypedFact, strict_json_schema
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
 from shared.tokens import count_tokens
@@ -70,13 +70,12 @@ class LLMExtractor:
             return self._result([], skipped_reason="small_talk")
         turn = self._trimmed(turn)
         system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
-        known = len(turn.known_facts)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=with_known_numbers(self._schema, known),
+            schema=self._schema,
             schema_name=SCHEMA_NAME,
-            decoding_schema=with_known_numbers(self._decoding_schema, known),
+            decoding_schema=self._decoding_schema,
         )
         result = self._validated(_facts_of(reply), turn, reply)
         result.prompt_tokens = reply.prompt_tokens
@@ -113,12 +112,12 @@ class LLMExtractor:
         # The known facts the call shows, numbered as one list for all its turns.
         shown = self._shown_known_facts(turns)
         system, user = self._batch_messages(turns, shown)
-        decoding = with_known_numbers(self._batch_decoding_schema(n), len(shown))
+        decoding = self._batch_decoding_schema(n)
         room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=with_known_numbers(with_turn_numbers(self._schema, n), len(shown)),
+            schema=with_turn_numbers(self._schema, n),
             schema_name=SCHEMA_NAME,
             decoding_schema=decoding,
             # Each turn's reply may take what one turn's may, within the context's room.
@@ -188,10 +187,8 @@ class LLMExtractor:
                 "dropped invalid facts",
                 extra={"dropped": validated.dropped_invalid, "reasons": validated.reasons[:5]},
             )
-        linked = [link_ending(fact, turn) for fact in validated.facts]
         result = self._result(validated.facts, model=reply.model)
-        result.endings_linked = linked.count("linked")
-        result.endings_refused = linked.count("refused")
+        result.endings_linked = sum(link_ending(fact, turn) for fact in validated.facts)
         result.items_returned = len(items)
         result.dropped_invalid = validated.dropped_invalid
         result.dropped_repeats = validated.dropped_repeats

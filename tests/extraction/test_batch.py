@@ -59,7 +59,6 @@ MO = {
     "tags": [],
     "valid_from": None,
     "ended": False,
-    "ends_known": None,
 }
 
 
