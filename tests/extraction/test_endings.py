@@ -69,11 +69,30 @@ def test_an_item_that_names_no_known_fact_is_tied_to_none(item: dict[str, Any], 
     assert link_ending(fact, TURN) == 0 and fact.ends_fact_ids == (), why
 
 
-def test_a_fact_with_a_slot_is_left_to_the_belief_rules() -> None:
-    # The pet slot "pet:mochi" is ended by the writer's slot rules, which are narrow on
-    # purpose ("Ana left Mia." never ends "Ana's daughter is Mia."): no link by words.
+def test_a_fact_with_a_slot_is_named_by_its_whole_value() -> None:
     fact = _fact(f.ended(f.general("Jade", "Jade's cat Mochi passed away.")))
-    assert link_ending(fact, TURN) == 0 and fact.ends_fact_ids == ()
+    assert link_ending(fact, TURN) == 1 and fact.ends_fact_ids == ("fact-mochi",)
+    employer = KnownFact(
+        "identity", "Ana works at LSE.", "employer", "London School of Economics", id="lse",
+        slot="employer",
+    )  # fmt: skip
+    decaf = KnownFact(
+        "preference", "Ana dislikes decaf coffee.", "coffee", "decaf coffee", id="decaf",
+        slot="coffee:decaf coffee",
+    )  # fmt: skip
+    daughter = KnownFact(
+        "relationship", "Ana's daughter is Mia.", None, "Mia", id="mia", slot="daughter:mia"
+    )
+    turn = TurnInput(
+        **{**TURN.__dict__, "user_speaker": "Ana", "known_facts": (employer, decaf, daughter)}
+    )
+    for item in (
+        f.identity("Ana", "*", "London", "Ana left London."),  # part of a value
+        f.preference("Ana", "coffee", "coffee", "Ana quit coffee."),  # part of a value
+        f.identity("Ana", "*", "Mia", "Ana left Mia."),  # a person: the belief rules' alone
+    ):
+        fact = _fact(f.ended(item))
+        assert link_ending(fact, turn) == 0, fact.content
 
 
 def test_known_facts_with_no_stored_id_or_already_endings_are_never_named() -> None:
