@@ -44,12 +44,17 @@ def settings_fixture(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def embedded_worker() -> Iterator[Any]:
+def embedded_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real Celery worker (thread pool, in-memory broker) for the whole session, as
     `tiermem serve` runs it; each test points it at its own Runtime."""
     from services.embedded import EmbeddedWorker
 
-    bootstrap = Runtime(Settings(qdrant={"in_memory": True}, data_dir=Path("/tmp/tm-bootstrap")))
+    # Migrated like any data folder: the worker's start hooks (outbox sweep, webhook
+    # dispatch) read it before a test points the worker at its own Runtime.
+    folder = tmp_path_factory.mktemp("bootstrap")
+    bootstrap_settings = Settings(qdrant={"in_memory": True}, data_dir=folder)
+    upgrade_to_head(bootstrap_settings)
+    bootstrap = Runtime(bootstrap_settings)
     worker = EmbeddedWorker(bootstrap, concurrency=8)
     worker.start(sweeper=False)  # tests sweep by hand
     yield worker

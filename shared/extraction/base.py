@@ -34,8 +34,9 @@ class KnownFact:
     content: str
     attribute: str | None = None  # identity/fact attribute, preference/decision topic
     value: str | None = None
-    id: str | None = None  # the stored fact: what an item's `ends_known` retires
+    id: str | None = None  # the stored fact: what an ending that names it retires
     ended: bool = False  # the fact states that something ended ("Ana quit Siemens.")
+    slot: str | None = None  # the stored fact's belief slot ("employer"), when it has one
 
 
 # The API's default speaker names, case-folded: no name to put in a fact.
@@ -72,10 +73,8 @@ class ExtractionResult:
     batch_size: int = 1
     # Of dropped_invalid: items that only restated the earlier conversation shown as context.
     dropped_repeats: int = 0
-    # Items naming a known fact they end (`ends_known`): linked to it, and refused (a number
-    # the turn does not bear out: shared.extraction.endings).
+    # Known facts the turn's endings name (shared.extraction.endings): the writer retires them.
     endings_linked: int = 0
-    endings_refused: int = 0
 
     @property
     def all_dropped(self) -> bool:

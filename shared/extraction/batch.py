@@ -54,11 +54,11 @@ class BatchExtractor(Protocol):
 
 
 def build_batch_messages(
-    turns: Sequence[TurnInput], *, max_facts: int, max_known: int | None = None
+    turns: Sequence[TurnInput], *, max_facts: int, known_facts: Sequence[KnownFact]
 ) -> tuple[str, str]:
     """(system, user) for one call over `turns` (oldest first, one session, one person):
-    the conversation before the first turn and the known facts of all of them (each turn's
-    nearest first, at most `max_known`) as context, then the turns numbered from 1."""
+    the conversation before the first turn and `known_facts` (shown_known_facts of the
+    turns, numbered in that order) as context, then the turns numbered from 1."""
     first = turns[0]
     context = TurnInput(
         user_message="",
@@ -66,7 +66,7 @@ def build_batch_messages(
         session_date=first.session_date,
         user_speaker=first.user_speaker,
         earlier_messages=first.earlier_messages,
-        known_facts=shown_known_facts(turns, max_known=max_known),
+        known_facts=tuple(known_facts),
     )
     blocks = "\n".join(
         Template(_TURN_BLOCK).substitute(

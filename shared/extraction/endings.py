@@ -1,16 +1,17 @@
-"""An item that names the known fact it ends (`ends_known`), checked against the turn.
+"""The known facts an ending names, found by their words: the writer retires them.
 
-The extraction prompt numbers the person's known facts; an item may say "this ends [2]".
-A small model writes "Jade handed in her notice." as a decision, not as an ending of the
-employer, so the slot rules (shared.memory.beliefs) cannot see that Tesco ended: the number
-can. A number is honoured only where the item bears it out, since a wrong one would retire
-a true memory: it must name a fact that was shown, not restate it, and either be an ending
-of that fact's type or share a word of substance with it.
+A small model writes "Jade quit Tesco." as an ending of a job, while what it ends was
+stored as "Jade works nights at Tesco." with no attribute: no slot the belief rules
+(shared.memory.beliefs) could close. The ending names what ended ("Tesco"), and the
+known facts shown beside the turn are the ones it may name, so an ending (`ended`: true)
+is tied to every active known fact it names: a fact with no belief slot by a word of
+substance (not the person's name, not a function word, not the verbs facts are built on:
+"works", "lives"), a fact with a slot by its whole value, never a person (see `_names`).
+An earlier prompt (llm-4) asked the model for the known fact's number instead: on the
+real 1.5B model that cost recall .680 → .400 on the development chats (ADR 0015).
 """
 
 from __future__ import annotations
-
-from typing import Literal
 
 from shared.extraction.base import KnownFact, TurnInput
 from shared.extraction.schemas import TypedFact, core_words
@@ -26,48 +27,45 @@ works work working worked lives live living lived likes like liked loves love lo
 enjoys enjoy prefers prefer wants want goes go went gets got getting make makes made
 since until anymore longer quit quits left leave leaves ended ends stopped stop stops
 gave give given moved move moves sold lost split broke up started starts new old
-job person one two years year months month week weeks day days time"""
+job person one two years year months month week weeks day days time true named called"""
 _PLAIN_WORDS = frozenset(_PLAIN_TEXT.split())
 
 
-def link_ending(fact: TypedFact, turn: TurnInput) -> Literal["linked", "refused"] | None:
-    """Ties `fact` to the stored fact its `ends_known` names (the writer retires it), or
-    says why not: "refused" for a number the turn does not bear out; None for no number."""
-    number = fact.ends_known
-    if number is None:
-        return None
-    known = turn.known_facts[number - 1] if 1 <= number <= len(turn.known_facts) else None
-    if known is None or known.id is None or _restates(fact, known):
-        return "refused"
-    same_kind_ending = fact.ended and fact.type == known.type
-    if not same_kind_ending and not _shared_words(fact, known, turn.user_speaker):
-        return "refused"
-    fact.link_ended_fact(known.id)
-    return "linked"
-
-
-def _restates(fact: TypedFact, known: KnownFact) -> bool:
-    """The item says the known fact again (a model that numbers what it repeats)."""
-    if fact.ended:
-        return False
-    if core_words(fact.content) == core_words(known.content):
-        return True
-    return (
-        fact.type == known.type
-        and known.value is not None
-        and core_words(known.value) in {core_words(v) for v in _values(fact)}
+def link_ending(fact: TypedFact, turn: TurnInput) -> int:
+    """Ties an ending to the known facts it names (the writer retires them); returns how
+    many. Not an ending, or one that names no known fact: none."""
+    if not fact.ended:
+        return 0
+    said = _words(fact.content, *_values(fact)) - _words(turn.user_speaker)
+    phrases = " ".join(_padded(text) for text in (fact.content, *_values(fact)))
+    named = tuple(
+        known.id
+        for known in turn.known_facts
+        if known.id is not None and not known.ended and _names(said, phrases, known)
     )
+    fact.link_ended_facts(named)
+    return len(named)
 
 
-def _shared_words(fact: TypedFact, known: KnownFact, person: str) -> bool:
-    said = _words(fact.content, *_values(fact))
-    held = _words(known.content, known.value or "")
-    return bool((said & held) - _words(person))
+def _names(said: set[str], phrases: str, known: KnownFact) -> bool:
+    """Whether an ending with these words names `known`. A fact with no belief slot: by a
+    word of substance. A fact with a slot: by its whole value ("Jade quit Tesco." names
+    the employer Tesco; "Ana left London." does not name "London School of Economics"),
+    and never a person: a relationship is ended by the belief rules alone, which check
+    the relation ("Ana left Mia." must not end "Ana's daughter is Mia.")."""
+    if known.slot is None:
+        return bool(said & _words(known.content))
+    value = core_words(known.value or "")
+    return known.type != "relationship" and bool(_words(value)) and f" {value} " in phrases
 
 
 def _values(fact: TypedFact) -> list[str]:
     """What the fact is about: its value, person, choice or goal."""
     return [str(fact.details.get(k) or "") for k in ("value", "person", "choice", "goal")]
+
+
+def _padded(text: str) -> str:
+    return f" {core_words(text)} "
 
 
 def _words(*texts: str) -> set[str]:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from shared.config import ExtractionSettings, LLMSettings
-from shared.extraction.base import ExtractionResult, TurnInput, validate_items
+from shared.extraction.base import ExtractionResult, KnownFact, TurnInput, validate_items
 from shared.extraction.batch import (
     batch_prompt_hash,
     build_batch_messages,
@@ -23,7 +23,7 @@ from shared.extraction.checks import review
 from shared.extraction.endings import link_ending
 from shared.extraction.prefilter import is_small_talk
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
-from shared.extraction.schemas import TypedFact, strict_json_schema, with_known_numbers
+from shared.extraction.schemas import TypedFact, strict_json_schema
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
 from shared.tokens import count_tokens
@@ -70,13 +70,12 @@ class LLMExtractor:
             return self._result([], skipped_reason="small_talk")
         turn = self._trimmed(turn)
         system, user = build_extraction_messages(turn, max_facts=self.settings.max_facts_per_turn)
-        known = len(turn.known_facts)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=with_known_numbers(self._schema, known),
+            schema=self._schema,
             schema_name=SCHEMA_NAME,
-            decoding_schema=with_known_numbers(self._decoding_schema, known),
+            decoding_schema=self._decoding_schema,
         )
         result = self._validated(_facts_of(reply), turn, reply)
         result.prompt_tokens = reply.prompt_tokens
@@ -110,15 +109,15 @@ class LLMExtractor:
 
     def _extract_together(self, turns: list[TurnInput]) -> list[ExtractionResult]:
         n = len(turns)
-        system, user = self._batch_messages(turns)
         # The known facts the call shows, numbered as one list for all its turns.
-        shown = shown_known_facts(turns, max_known=self._max_known_in_batch())
-        decoding = with_known_numbers(self._batch_decoding_schema(n), len(shown))
+        shown = self._shown_known_facts(turns)
+        system, user = self._batch_messages(turns, shown)
+        decoding = self._batch_decoding_schema(n)
         room = self.settings.batch_max_tokens - self._prompt_tokens(system, user, decoding)
         reply = self.client.complete_json(
             system=system,
             user=user,
-            schema=with_known_numbers(with_turn_numbers(self._schema, n), len(shown)),
+            schema=with_turn_numbers(self._schema, n),
             schema_name=SCHEMA_NAME,
             decoding_schema=decoding,
             # Each turn's reply may take what one turn's may, within the context's room.
@@ -138,14 +137,16 @@ class LLMExtractor:
             results.append(result)
         return results
 
-    def _batch_messages(self, turns: list[TurnInput]) -> tuple[str, str]:
-        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+    def _batch_messages(
+        self, turns: list[TurnInput], shown: tuple[KnownFact, ...]
+    ) -> tuple[str, str]:
         return build_batch_messages(
-            turns, max_facts=self.settings.max_facts_per_turn, max_known=self._max_known_in_batch()
+            turns, max_facts=self.settings.max_facts_per_turn, known_facts=shown
         )
 
-    def _max_known_in_batch(self) -> int:
-        return 2 * self.settings.context_facts
+    def _shown_known_facts(self, turns: list[TurnInput]) -> tuple[KnownFact, ...]:
+        # Twice one turn's known facts: each turn's nearest ones, without N times the lines.
+        return shown_known_facts(turns, max_known=2 * self.settings.context_facts)
 
     def _batch_decoding_schema(self, turns: int) -> dict[str, Any]:
         """Bounded as one turn's is, by max_facts for each turn of the call (at most
@@ -154,7 +155,7 @@ class LLMExtractor:
         return with_turn_numbers(strict_json_schema(max_facts=bound), turns)
 
     def _batch_prompt_tokens(self, turns: list[TurnInput]) -> int:
-        system, user = self._batch_messages(turns)
+        system, user = self._batch_messages(turns, self._shown_known_facts(turns))
         return self._prompt_tokens(system, user, self._batch_decoding_schema(len(turns)))
 
     def _prompt_tokens(self, system: str, user: str, decoding: dict[str, Any]) -> int:
@@ -186,10 +187,8 @@ class LLMExtractor:
                 "dropped invalid facts",
                 extra={"dropped": validated.dropped_invalid, "reasons": validated.reasons[:5]},
             )
-        linked = [link_ending(fact, turn) for fact in validated.facts]
         result = self._result(validated.facts, model=reply.model)
-        result.endings_linked = linked.count("linked")
-        result.endings_refused = linked.count("refused")
+        result.endings_linked = sum(link_ending(fact, turn) for fact in validated.facts)
         result.items_returned = len(items)
         result.dropped_invalid = validated.dropped_invalid
         result.dropped_repeats = validated.dropped_repeats

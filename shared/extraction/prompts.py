@@ -13,7 +13,7 @@ from shared.extraction.schemas import core_words, strict_json_schema
 
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
-EXTRACTOR_VERSION = "llm-4"  # llm-4: known facts numbered, an item may name one it ends
+EXTRACTOR_VERSION = "llm-5"  # llm-5: llm-3's prompt; endings find what they end by its words
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -101,10 +101,6 @@ would have, its content saying what ended, dated when stated:
 are not named ("my husband and I split up"); "*" as the value when every value ended \
 ("I don't have any pets anymore"). Every other fact has "ended": false. A new value needs \
 no ending for the old one: "I moved to Munich" replaces Berlin by itself.
-10. ends_known: the known facts are numbered ([1], [2], ...). When a fact of the turn says \
-that a known fact is no longer true ("handed my notice in" ends [1] "Lena works at \
-Siemens."; "we split up" ends the partner), set "ends_known" to that number; otherwise null. \
-Never a number for a fact the turn does not end.
 
 Answer with JSON only: {"facts": [...]}, every field of the fact's type present, null \
 where unknown.
@@ -167,7 +163,7 @@ def context_blocks(turn: TurnInput) -> str:
         lines = "\n".join(f"{who}: {text.strip()}" for who, text in turn.earlier_messages)
         blocks += Template(_EARLIER_BLOCK).substitute(lines=lines)
     if turn.known_facts:
-        lines = "\n".join(_known_line(n, fact) for n, fact in enumerate(turn.known_facts, start=1))
+        lines = "\n".join(_known_line(fact) for fact in turn.known_facts)
         blocks += Template(_KNOWN_BLOCK).substitute(user=turn.user_speaker, lines=lines)
     return blocks
 
@@ -180,9 +176,9 @@ def assistant_block(turn: TurnInput) -> str:
     return _NO_ASSISTANT
 
 
-def _known_line(number: int, fact: KnownFact) -> str:
+def _known_line(fact: KnownFact) -> str:
     named = f" ({fact.attribute}: {fact.value})" if fact.attribute and fact.value else ""
-    return f"[{number}] {fact.type}{named}: {fact.content}"
+    return f"- {fact.type}{named}: {fact.content}"
 
 
 def prompt_hash() -> str:

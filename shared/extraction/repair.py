@@ -79,14 +79,6 @@ def repair_item(item: Any, *, subject: str | None) -> tuple[Any, list[str]]:
     for key in [k for k in fixed if k not in fields]:
         del fixed[key]
         changes.append(f"-{key}")
-    # A number into this prompt's known facts, not part of the fact's meaning: left out or
-    # unreadable, the item ends nothing by number, and that is no repair.
-    number = fixed.get("ends_known")
-    if isinstance(number, str) and number.strip().isdigit():
-        number = int(number)
-    if "ends_known" in fields:
-        readable = isinstance(number, int) and not isinstance(number, bool)
-        fixed["ends_known"] = number if readable else None
     for key, default in _DEFAULTS.items():
         # attribute and value are optional on a plain fact only; elsewhere they are meaning.
         optional = key in fields and (kind == "fact" or key not in ("attribute", "value"))

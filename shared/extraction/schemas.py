@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import re
 import unicodedata
@@ -47,24 +46,17 @@ class _FactBase(BaseModel):
         ),
     )
 
-    ends_known: int | None = Field(
-        default=None,
-        description=(
-            "the number of a known fact (as the request numbers them) this fact says is no "
-            "longer true, else null"
-        ),
-    )
-    # The stored fact `ends_known` names, once checked against the turn
-    # (shared.extraction.endings): the writer retires it. Never asked of the model.
-    _ends_fact_id: str | None = PrivateAttr(default=None)
+    # The stored facts this ending names (shared.extraction.endings): the writer retires
+    # them. Found by the product from the known facts shown, never asked of the model.
+    _ends_fact_ids: tuple[str, ...] = PrivateAttr(default=())
 
     @property
-    def ends_fact_id(self) -> str | None:
-        """The stored fact this one ends, by the known fact's number once it was checked."""
-        return self._ends_fact_id
+    def ends_fact_ids(self) -> tuple[str, ...]:
+        """The stored facts this ending names, found among the known facts shown."""
+        return self._ends_fact_ids
 
-    def link_ended_fact(self, fact_id: str) -> None:
-        self._ends_fact_id = fact_id
+    def link_ended_facts(self, fact_ids: tuple[str, ...]) -> None:
+        self._ends_fact_ids = fact_ids
 
     @field_validator("tags")
     @classmethod
@@ -100,7 +92,7 @@ class _FactBase(BaseModel):
     @property
     def details(self) -> dict[str, Any]:
         """The type-specific fields, as stored in the fact row."""
-        common = set(_FactBase.model_fields) | {"type"}  # ends_known: a number in one prompt
+        common = set(_FactBase.model_fields) | {"type"}
         details = self.model_dump(mode="json", exclude=common)
         return {**details, "ended": True} if self.ended else details
 
@@ -318,7 +310,7 @@ def thing_key(value: str) -> str:
     return slot_part(core_words(value))
 
 
-_BASE_FIELDS_LAST = ("content", "ended", "ends_known", "valid_from", "confidence", "tags")
+_BASE_FIELDS_LAST = ("content", "ended", "valid_from", "confidence", "tags")
 
 
 def strict_json_schema(
@@ -364,16 +356,3 @@ def strict_json_schema(
         "required": ["facts"],
         "additionalProperties": False,
     }
-
-
-def with_known_numbers(schema: dict[str, Any], known: int) -> dict[str, Any]:
-    """`schema` whose items' "ends_known" is null or one of 1..known (the known facts the
-    request numbers), so a constrained decoder cannot name a fact it was not shown."""
-    out = copy.deepcopy(schema)
-    numbers: dict[str, Any] = {"type": "null"}
-    if known > 0:
-        numbers = {"anyOf": [{"type": "integer", "enum": list(range(1, known + 1))}, numbers]}
-    for item in out["properties"]["facts"]["items"]["anyOf"]:
-        if "ends_known" in item["properties"]:
-            item["properties"]["ends_known"] = numbers
-    return out

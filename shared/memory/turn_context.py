@@ -84,4 +84,5 @@ def _known(row: Fact) -> KnownFact:
         value=str(value) if value else None,
         id=row.id,
         ended=bool(details.get("ended")),
+        slot=row.slot,
     )

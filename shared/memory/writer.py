@@ -348,24 +348,25 @@ def _apply_ending(session: Session, ending: Fact, provenance: Provenance) -> lis
 def _retire_named(
     session: Session, fact: TypedFact, *, by: Fact, provenance: Provenance
 ) -> list[str]:
-    """Retire the stored fact the extractor named as ended by `fact` (`ends_known`, checked
-    against the turn in shared.extraction.endings), when it is this user's, still active and
-    said before; returns its id. What the slot rules above retired is not retired twice."""
-    target = session.get(Fact, fact.ends_fact_id) if fact.ends_fact_id else None
-    if (
-        target is None
-        or target.id == by.id
-        or target.user_id != provenance.user_id
-        or target.valid_to is not None
-        or not _said_before(target, provenance)
-    ):
-        return []
+    """Retire the stored facts the ending `fact` names (shared.extraction.endings: known
+    facts shown beside the turn), each when it is this user's, still active and said
+    before; returns their ids. What the slot rules above retired is not retired twice."""
     when = provenance.seen_at
     if fact.valid_from is not None:
         # "handed my notice in on Friday", said on Monday
         when = min(when, dt.datetime.combine(fact.valid_from, dt.time(), tzinfo=dt.UTC))
-    _retire(session, target, by=by, at=when)
-    return [target.id]
+    retired = []
+    for target in filter(None, (session.get(Fact, id_) for id_ in fact.ends_fact_ids)):
+        if (
+            target.id == by.id
+            or target.user_id != provenance.user_id
+            or target.valid_to is not None
+            or not _said_before(target, provenance)
+        ):
+            continue
+        _retire(session, target, by=by, at=when)
+        retired.append(target.id)
+    return retired
 
 
 def _said_before(fact: Fact, provenance: Provenance) -> bool:

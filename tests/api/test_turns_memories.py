@@ -311,12 +311,12 @@ def test_extraction_reads_the_conversation_and_the_known_facts(
     assert [m["content"] for m in memories] == ["Priya took the job at Arup."]
 
 
-def test_an_item_naming_the_known_fact_it_ends_retires_that_fact(
+def test_an_ending_retires_the_known_fact_it_names(
     client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
 ) -> None:
-    """A small model writes "handed in her notice" as a decision, not as the ending of a
-    slot; its `ends_known` number retires the fact it names, and a number the item does
-    not bear out retires nothing."""
+    """A small model files "Jade works nights at Tesco." with no attribute, then "Jade quit
+    Tesco." as the ending of an employer: no slot joins them, the word "Tesco" does, and the
+    ending retires the fact it names; an ending that names nothing known retires nothing."""
 
     def say(text: str) -> dict[str, Any]:
         body = f.turn("jade", text, speaker="Jade")
@@ -324,34 +324,31 @@ def test_an_item_naming_the_known_fact_it_ends_retires_that_fact(
 
     # No attribute: no slot the belief rules could end.
     scripted_llm.script("tesco", f.facts(f.general("Jade", "Jade works nights at Tesco.")))
-    quit_ = f.decision("Jade", "job", "hand in notice", "Jade handed in her notice at Tesco.")
-    scripted_llm.script("notice", f.facts({**quit_, "ends_known": 1}))
+    quit_ = f.ended(f.identity("Jade", "employer", "Tesco", "Jade quit Tesco."))
+    scripted_llm.script("notice", f.facts(quit_))
     scripted_llm.script("mochi", f.facts(f.pet("Jade", "Mochi", "Jade has a cat called Mochi.")))
-    bike = f.general("Jade", "Jade got a new bike.")
-    scripted_llm.script("bike", f.facts(*({**bike, "ends_known": n} for n in (1, 2))))
+    gym = f.ended(f.general("Jade", "Jade stopped going to the gym."))
+    scripted_llm.script("gym", f.facts(gym))
 
     say("i work nights at tesco")
     notice = say("handed my notice in!!")
     request = scripted_llm.chat_requests()[-1]
-    assert "[1] fact: Jade works nights at Tesco." in request["messages"][1]["content"]
-    schema = request["response_format"]["json_schema"]["schema"]
-    numbers = schema["properties"]["facts"]["items"]["anyOf"][0]["properties"]["ends_known"]
-    assert numbers["anyOf"][0]["enum"] == [1]  # only a number it was shown
+    assert "- fact: Jade works nights at Tesco." in request["messages"][1]["content"]
     say("oh and my cat mochi")
-    bike_job = say("got a new bike")  # shown [1] the notice and [2] the cat, or the reverse
+    gym_job = say("quit the gym lol")
 
     with Session(runtime.engine) as session:
         rows = {row.content: row for row in session.exec(select(Fact)).all()}
     tesco = rows["Jade works nights at Tesco."]
     assert notice["status"] == "done" and notice["facts_superseded"] == 1
     assert tesco.valid_to is not None
-    assert tesco.superseded_by == rows["Jade handed in her notice at Tesco."].id
-    assert bike_job["status"] == "done" and bike_job["facts_superseded"] == 0
+    assert tesco.superseded_by == rows["Jade quit Tesco."].id
+    assert gym_job["status"] == "done" and gym_job["facts_superseded"] == 0
     active = {m["content"] for m in client.get("/v1/users/jade/memories").json()["data"]}
     assert active == {
-        "Jade handed in her notice at Tesco.",
+        "Jade quit Tesco.",
         "Jade has a cat called Mochi.",
-        "Jade got a new bike.",
+        "Jade stopped going to the gym.",
     }
 
 

@@ -14,7 +14,13 @@ import pytest
 
 from shared.config import ExtractionSettings, LLMSettings
 from shared.extraction.base import KnownFact, TurnInput
-from shared.extraction.batch import build_batch_messages, items_by_turn, pack_turns, share
+from shared.extraction.batch import (
+    build_batch_messages,
+    items_by_turn,
+    pack_turns,
+    share,
+    shown_known_facts,
+)
 from shared.extraction.llm_extractor import LLMExtractor
 from shared.extraction.prompts import build_extraction_messages, prompt_hash
 from tests.scripted_llm import ScriptedLLM
@@ -53,7 +59,6 @@ MO = {
     "tags": [],
     "valid_from": None,
     "ended": False,
-    "ends_known": None,
 }
 
 
@@ -211,6 +216,8 @@ def test_the_known_facts_of_the_turns_are_shown_once_nearest_first_and_bounded()
         dataclasses.replace(TURNS[0], known_facts=known("cat", "bike", "car")),
         dataclasses.replace(TURNS[1], known_facts=known("dog", "cat", "boat")),
     ]
-    _, user = build_batch_messages(turns, max_facts=10, max_known=4)
+    _, user = build_batch_messages(
+        turns, max_facts=10, known_facts=shown_known_facts(turns, max_known=4)
+    )
     shown = re.findall(r"Ana has a (\w+)\.", user)
     assert shown == ["cat", "dog", "bike", "car"]  # each turn's nearest first, "cat" once

@@ -19,7 +19,7 @@ from shared.extraction.base import Extractor, TurnInput
 from shared.extraction.checks import third_person
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
-from shared.extraction.schemas import strict_json_schema, with_known_numbers
+from shared.extraction.schemas import strict_json_schema
 from shared.llm.client import LLMClient, MalformedOutput
 from shared.llm.formats import StructuredOutputFallbacks, rejects_structured_output
 from tests.scripted_llm import ScriptedLLM
@@ -138,8 +138,7 @@ def test_request_carries_schema_date_and_speaker(
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == SCHEMA_NAME
     assert fmt["json_schema"]["strict"] is True
-    # no known facts shown: no number an item could name
-    assert fmt["json_schema"]["schema"] == with_known_numbers(strict_json_schema(), 0)
+    assert fmt["json_schema"]["schema"] == strict_json_schema()
 
     system, user = (m["content"] for m in request["messages"])
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
@@ -150,9 +149,7 @@ def test_request_carries_schema_date_and_speaker(
     for attribute in ("name", "age", "birthday", "location", "hometown", "occupation"):
         assert attribute in system
     # Every scripted fact is also valid against the schema we send (the test data is honest).
-    jsonschema.validate(
-        {"facts": [{**fact, "ends_known": None} for fact in ALL_SIX]}, strict_json_schema()
-    )
+    jsonschema.validate({"facts": ALL_SIX}, strict_json_schema())
 
 
 def test_an_ending_comes_through_the_schema_and_the_prompt_asks_for_it(
@@ -345,7 +342,7 @@ def test_json_object_mode(scripted_llm: ScriptedLLM) -> None:
     system = request["messages"][0]["content"]
     assert "JSON Schema" in system
     # The bounded form: at most 10 facts, lengths kept (OpenAI's strict form drops them).
-    bounded = with_known_numbers(strict_json_schema(max_facts=10), 0)
+    bounded = strict_json_schema(max_facts=10)
     assert json.dumps(bounded, separators=(",", ":")) in system
 
 
@@ -423,7 +420,7 @@ def test_a_server_that_rejects_json_schema_gets_the_schema_inside_json_object_at
     # The server decodes by the schema (llama.cpp's grammar), and the prompt carries it too
     # for a server that takes json_object without decoding by it.
     # The bounded form llama.cpp decodes by: a model that repeats itself stops at 10 facts.
-    bounded = with_known_numbers(strict_json_schema(max_facts=10), 0)
+    bounded = strict_json_schema(max_facts=10)
     assert bounded["properties"]["facts"]["maxItems"] == 10
     assert retry["response_format"] == {"type": "json_object", "schema": bounded}
     assert json.dumps(bounded, separators=(",", ":")) in retry["messages"][0]["content"]

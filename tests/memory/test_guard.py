@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import timeit
 from types import SimpleNamespace
 
 import pytest
@@ -279,11 +278,3 @@ def test_is_injectable_needs_active_and_unflagged() -> None:
     assert is_injectable(SimpleNamespace(quarantine_reason=None, valid_to=None))
     assert not is_injectable(SimpleNamespace(quarantine_reason="role_change: 'x'", valid_to=None))
     assert not is_injectable(SimpleNamespace(quarantine_reason=None, valid_to=now))
-
-
-def test_a_typical_sentence_scans_in_under_50_microseconds() -> None:
-    texts = [*BENIGN, *(text for _, text in HOSTILE)]
-    # The best of several rounds: the machine running the suite is busy with other tests.
-    best = min(timeit.repeat(lambda: [scan(t) for t in texts], number=10, repeat=5))
-    mean_us = best / (10 * len(texts)) * 1e6
-    assert mean_us < 50, f"{mean_us:.1f} µs per text"
