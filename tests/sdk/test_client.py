@@ -232,7 +232,11 @@ def test_webhooks_deliver_from_tiermem_serve_and_the_feed_reads_the_same(
             )  # fmt: skip
             got = [r for r in received(log) if r["type"] == "memory.added"]
             assert [r["id"] for r in got] == [page.data[0].id] and got[0]["valid"]
-            assert admin.ops_webhooks().pending == 0
+            # The receiver has the request before the worker records the delivery as sent.
+            wait_for(
+                lambda: admin.ops_webhooks().pending == 0,
+                timeout=30, what="the delivery recorded as sent",
+            )  # fmt: skip
             assert admin.update_webhook(hook.id, enabled=False).enabled is False
             admin.delete_webhook(hook.id)
             with pytest.raises(NotFound):
