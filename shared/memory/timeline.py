@@ -51,8 +51,7 @@ def _slot(
 ) -> BeliefSlot:
     values = [_value(f, by_id, said_in) for f in facts]
     values.sort(key=lambda v: (v.began_at, v.ended_at is None))
-    now = [v for v in values if v.state in ("current", "ending")]
-    current = next((v.value for v in reversed(now) if v.state == "current"), None)
+    current = next((v.value for v in reversed(values) if v.state == "current"), None)
     changed = max(t for v in values for t in (v.began_at, v.ended_at) if t is not None)
     return BeliefSlot(
         slot=slot, type=facts[0].type, current=current, changed_at=changed, values=values
