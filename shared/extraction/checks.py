@@ -114,10 +114,10 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     model wrote the person's words back; a name fact naming the name the person said), or
     why it is not the person's own statement in this turn. The conversation's words are
     read once per turn, not once per item."""
-    said = _padded(_conversation_text(turn))
+    said = padded_words(_conversation_text(turn))
     # What this turn says, and the question it may answer (the assistant's last message).
-    now = _padded(" ".join([turn.user_message, turn.assistant_message or "", _question(turn)]))
-    before = _padded(" ".join(text for _, text in turn.earlier_messages))
+    now = padded_words(" ".join([turn.user_message, turn.assistant_message or "", _question(turn)]))
+    before = padded_words(" ".join(text for _, text in turn.earlier_messages))
     their_words = set(core_words(turn.user_message).split())
     assistant_words = set(core_words(turn.assistant_message or "").split())
     known_beliefs = {core_words(known.content) for known in turn.known_facts if not known.ended}
@@ -185,7 +185,7 @@ def _named(fact: TypedFact, message: str) -> TypedFact | None:
     message says it ("im tom btw" → "Tom"). None when there is nothing to fix."""
     if fact.type != "identity" or fact.attribute != "name":
         return None
-    said = _padded(message)
+    said = padded_words(message)
     name = fact.value
     if f" {core_words(name)} " not in said:
         # Only while no name is known, and only from a content that is a name statement.
@@ -201,7 +201,7 @@ def _named(fact: TypedFact, message: str) -> TypedFact | None:
 
 def _copied_example(fact: TypedFact, said: str) -> str | None:
     """The example value this fact repeats when the conversation (`said`) never says it."""
-    words = _padded(fact.content)
+    words = padded_words(fact.content)
     values = {core_words(str(fact.details.get(k) or "")) for k in _VALUE_FIELDS}
     for example in example_values():
         if (example in values or f" {example} " in words) and f" {example} " not in said:
@@ -209,7 +209,7 @@ def _copied_example(fact: TypedFact, said: str) -> str | None:
     return None
 
 
-def _padded(text: str) -> str:
+def padded_words(text: str) -> str:
     """`core_words` with a space each side: " x " in it is x as whole words."""
     return f" {core_words(text)} "
 

@@ -14,6 +14,7 @@ real 1.5B model that cost recall .680 → .400 on the development chats (ADR 001
 from __future__ import annotations
 
 from shared.extraction.base import KnownFact, TurnInput
+from shared.extraction.checks import padded_words
 from shared.extraction.schemas import TypedFact, core_words
 
 # Words two facts share without being about one thing: function words, the verbs a
@@ -37,7 +38,7 @@ def link_ending(fact: TypedFact, turn: TurnInput) -> int:
     if not fact.ended:
         return 0
     said = _words(fact.content, *_values(fact)) - _words(turn.user_speaker)
-    phrases = " ".join(_padded(text) for text in (fact.content, *_values(fact)))
+    phrases = " ".join(padded_words(text) for text in (fact.content, *_values(fact)))
     named = tuple(
         known.id
         for known in turn.known_facts
@@ -62,10 +63,6 @@ def _names(said: set[str], phrases: str, known: KnownFact) -> bool:
 def _values(fact: TypedFact) -> list[str]:
     """What the fact is about: its value, person, choice or goal."""
     return [str(fact.details.get(k) or "") for k in ("value", "person", "choice", "goal")]
-
-
-def _padded(text: str) -> str:
-    return f" {core_words(text)} "
 
 
 def _words(*texts: str) -> set[str]:
