@@ -13,7 +13,7 @@ from shared.extraction.schemas import core_words, strict_json_schema
 
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
-EXTRACTOR_VERSION = "llm-5"  # llm-5: llm-3's prompt; endings find what they end by its words
+EXTRACTOR_VERSION = "llm-6"  # llm-6: the sentence first, then its type and fields
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -30,29 +30,29 @@ is a normal answer.
 
 Fact types (the "type" field), each with its own fields:
 - identity: a stable attribute of who the person is (attribute, value).
-  Example: {"type": "identity", "attribute": "location", "value": "Berlin", \
-"content": "Ana lives in Berlin."}
+  Example: {"content": "Ana lives in Berlin.", "type": "identity", "attribute": "location", \
+"value": "Berlin"}
 - preference: something the person likes, dislikes, prefers or avoids \
 (topic, sentiment, value).
-  Example: {"type": "preference", "topic": "coffee", "sentiment": "dislikes", \
-"value": "coffee", "content": "Ana dislikes coffee."}
+  Example: {"content": "Ana dislikes coffee.", "type": "preference", "topic": "coffee", \
+"sentiment": "dislikes", "value": "coffee"}
 - fact: any other lasting fact about the person's life, work or circumstances; set \
 attribute and value only when it has one current value a later fact could replace, \
 otherwise null.
-  Example: {"type": "fact", "attribute": "car", "value": "2019 Honda Civic", \
-"content": "Ana drives a 2019 Honda Civic."}
+  Example: {"content": "Ana drives a 2019 Honda Civic.", "type": "fact", "attribute": "car", \
+"value": "2019 Honda Civic"}
 - decision: a choice the person has made, with the reason when stated \
 (topic, choice, reason).
-  Example: {"type": "decision", "topic": "database", "choice": "PostgreSQL", \
-"reason": "her team knows it", "content": "Ana chose PostgreSQL for her project because \
-her team knows it."}
+  Example: {"content": "Ana chose PostgreSQL for her project because \
+her team knows it.", "type": "decision", "topic": "database", "choice": "PostgreSQL", \
+"reason": "her team knows it"}
 - goal: something the person wants to achieve (goal, target_date, status: active, \
 achieved or abandoned).
-  Example: {"type": "goal", "goal": "run a marathon", "target_date": "2024-10-13", \
-"status": "active", "content": "Ana wants to run a marathon by 13 October 2024."}
+  Example: {"content": "Ana wants to run a marathon by 13 October 2024.", "type": "goal", \
+"goal": "run a marathon", "target_date": "2024-10-13", "status": "active"}
 - relationship: a person in their life and how they are related (person, relation).
-  Example: {"type": "relationship", "person": "Marco", "relation": "brother", \
-"content": "Ana's brother is Marco."}
+  Example: {"content": "Ana's brother is Marco.", "type": "relationship", "person": "Marco", \
+"relation": "brother"}
 
 Rules:
 1. content is one atomic sentence in the third person that names the person: \
@@ -95,8 +95,8 @@ away, broke up or divorced, a pet died or was given away, graduated, no longer l
 does something, "I don't have X anymore", "I used to ..."), write it as a fact with \
 "ended": true, of the type and with the attribute (or topic) and value the fact it ends \
 would have, its content saying what ended, dated when stated:
-  {"type": "identity", "attribute": "employer", "value": "Siemens", "ended": true, \
-"content": "Lena quit Siemens in March 2024."}
+  {"content": "Lena quit Siemens in March 2024.", "type": "identity", "attribute": "employer", \
+"value": "Siemens", "ended": true}
   For a relationship the value is the person's name, or "*" with the relation when they \
 are not named ("my husband and I split up"); "*" as the value when every value ended \
 ("I don't have any pets anymore"). Every other fact has "ended": false. A new value needs \
@@ -201,7 +201,7 @@ def example_values() -> frozenset[str]:
     and not the examples' people ("Ana" is also a user's name)."""
     system = system_prompt(1)
     values: set[str] = set()
-    for example in re.findall(r'\{"type": [^{}]*\}', system):
+    for example in re.findall(r'\{"content": [^{}]*\}', system):
         item = json.loads(example)
         values.update(str(item.get(k) or "") for k in ("value", "person", "choice"))
     return frozenset(core_words(v) for v in values if v[:1].isupper() or v[:1].isdigit())

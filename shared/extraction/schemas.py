@@ -310,7 +310,8 @@ def thing_key(value: str) -> str:
     return slot_part(core_words(value))
 
 
-_BASE_FIELDS_LAST = ("content", "ended", "valid_from", "confidence", "tags")
+_BASE_FIELDS_FIRST = ("content",)
+_BASE_FIELDS_LAST = ("ended", "valid_from", "confidence", "tags")
 
 
 def strict_json_schema(
@@ -329,12 +330,14 @@ def strict_json_schema(
         if isinstance(node, dict):
             node = {k: strictify(v) for k, v in node.items() if k not in ("title", "default")}
             if "properties" in node:
-                # The model writes keys in this order under a grammar: what kind of fact and
-                # its fields first, then the sentence that states them, then the rest.
+                # The model writes keys in this order under a grammar: the sentence first,
+                # then its type and fields, then the rest. Type first, Qwen2.5-1.5B filed
+                # most turns as the person's name and wrote half the facts (ADR 0029).
                 props = {k: v for k, v in node["properties"].items() if k not in server_filled}
-                first = [k for k in props if k not in _BASE_FIELDS_LAST]
+                lead = [k for k in _BASE_FIELDS_FIRST if k in props]
+                rest = [k for k in props if k not in _BASE_FIELDS_FIRST + _BASE_FIELDS_LAST]
                 last = [k for k in _BASE_FIELDS_LAST if k in props]
-                node["properties"] = {k: props[k] for k in first + last}
+                node["properties"] = {k: props[k] for k in lead + rest + last}
             if node.get("type") == "object" and "properties" in node:
                 node["required"] = list(node["properties"])
                 node["additionalProperties"] = False

@@ -171,6 +171,25 @@ def test_an_ending_comes_through_the_schema_and_the_prompt_asks_for_it(
     assert '"ended": true' in request["messages"][0]["content"]
 
 
+def test_the_model_writes_the_sentence_before_its_type_and_fields(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # Under a grammar the keys come in schema order. Type first, a 1.5B model committed to
+    # "identity" and "name" before it had said anything (ADR 0029); the sentence first, it
+    # classifies what it wrote. The prompt's examples show the same order.
+    extractor.extract(TURN)
+    (request,) = scripted_llm.chat_requests()
+    schema = request["response_format"]["json_schema"]["schema"]
+    for decoded in (schema, strict_json_schema(max_facts=10)):
+        for item in decoded["properties"]["facts"]["items"]["anyOf"]:
+            keys = list(item["properties"])
+            assert keys[:2] == ["content", "type"], keys
+            assert keys[-4:] == ["ended", "valid_from", "confidence", "tags"], keys
+    facts = re.findall(r'\{"(?!facts")[a-z_]+": [^{}]*\}', request["messages"][0]["content"])
+    assert len(facts) == 7  # one example per type, and the ending
+    assert all(example.startswith('{"content": ') for example in facts)
+
+
 def test_invalid_items_dropped_and_counted(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
