@@ -201,7 +201,8 @@ def example_values() -> frozenset[str]:
     and not the examples' people ("Ana" is also a user's name)."""
     system = system_prompt(1)
     values: set[str] = set()
-    for example in re.findall(r'\{"content": [^{}]*\}', system):
+    # Every example object has a "type", wherever the schema's key order puts it.
+    for example in re.findall(r'\{[^{}]*"type": [^{}]*\}', system):
         item = json.loads(example)
         values.update(str(item.get(k) or "") for k in ("value", "person", "choice"))
     return frozenset(core_words(v) for v in values if v[:1].isupper() or v[:1].isdigit())
