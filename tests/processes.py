@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +98,11 @@ def _stop_reaper(reaper: subprocess.Popen[bytes]) -> None:
 
 def _ticks_now() -> int:
     with open("/proc/uptime") as f:
-        whole, _, hundredths = f.read().split()[0].partition(".")
-    # In integers: as a float, 12345.67 * 100 is 1234566.99… and truncates a tick early (6 %
-    # of readings), so a group told in the tick its leader started looked like a reused pid
+        uptime = Decimal(f.read().split()[0])
+    # Exactly: as a float, 12345.67 * 100 is 1234566.99… and truncates a tick early (6 % of
+    # readings), so a group told in the tick its leader started looked like a reused pid
     # and was left running (tests/test_reaper.py failed once in CI).
-    return (int(whole) * 100 + int(hundredths or 0)) * _CLOCK_TICKS // 100
+    return int(uptime * _CLOCK_TICKS)
 
 
 def _started(pid: int) -> int | None:
