@@ -69,6 +69,22 @@ _NAME_STATEMENT = re.compile(
     r"^(?:the )?user(?:['’]s name)? is ([^\W\d_]+)\W*$|^([^\W\d_]+) is (?:the )?user\W*$", re.I
 )
 _NOT_NAMES = frozenset({"user", "the", "is", "name", "called", "a", "an"})
+# Words two texts share without being about one thing: function words, the verbs a fact's
+# sentence is built on, and the words of an ending itself.
+_PLAIN_TEXT = """\
+a an the and or but of in on at to for from with by as into about over after before
+is are was were be been being am has have had do does did not no never now still just
+also very really more most some any all every this that these those it its it's they
+them their there here he she his her him you your yours our ours who which what when where why how
+works work working worked lives live living lived likes like liked loves love loved
+enjoys enjoy prefers prefer wants want goes go went gets got getting make makes made
+since until anymore longer quit quits left leave leaves ended ends stopped stop stops
+gave give given moved move moves sold lost split broke up started starts new old
+job person one two years year months month week weeks day days time true named called"""
+_PLAIN_WORDS = frozenset(_PLAIN_TEXT.split())
+# Typed chat shortens and misspells ("startin", "bakeing"): a word of a fact is the
+# person's when one of theirs begins with the same letters.
+_SAME_START = 4
 # Detail fields that hold what a fact is about (not its kind: attribute names, sentiments).
 _VALUE_FIELDS = ("value", "person", "choice")
 
@@ -121,6 +137,9 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     their_words = set(core_words(turn.user_message).split())
     assistant_words = set(core_words(turn.assistant_message or "").split())
     known_beliefs = {core_words(known.content) for known in turn.known_facts if not known.ended}
+    reply_words = substance_words(turn.assistant_message or "")
+    persons_words = _persons_words(turn)
+    name_words = substance_words(turn.user_speaker)
 
     def check(fact: TypedFact) -> TypedFact | Rejection:
         if fact.content.rstrip().endswith("?"):
@@ -142,6 +161,9 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
                     "the assistant's words (content speaks to 'you'), not a fact about them"
                 )
             fact = fact.model_copy(update={"content": content})
+        substance = substance_words(fact.content) - name_words
+        if substance & reply_words and not any(_said(w, persons_words) for w in substance):
+            return Rejection("the assistant's reply to the turn, not the person's words")
         if fact.ended and core_words(fact.content) in known_beliefs:
             # The known fact's own sentence marked ended: stored as it is, it would read as
             # the belief it ends (and, one sentence, be merged into it instead of ending it).
@@ -163,6 +185,23 @@ def _question(turn: TurnInput) -> str:
         if who != turn.user_speaker:
             return text
     return ""
+
+
+def _persons_words(turn: TurnInput) -> set[str]:
+    """What the person has said or been asked: their messages, the question this turn may
+    answer, and the facts already known about them (all but the assistant's reply)."""
+    question = _question(turn)
+    texts = [turn.user_message, question]
+    texts += [text for who, text in turn.earlier_messages if who == turn.user_speaker]
+    texts += [known.content for known in turn.known_facts]
+    return substance_words(*texts)
+
+
+def _said(word: str, persons_words: set[str]) -> bool:
+    if word in persons_words:
+        return True
+    start = word[:_SAME_START]
+    return len(start) == _SAME_START and any(w.startswith(start) for w in persons_words)
 
 
 def _from_earlier_messages(fact: TypedFact, now: str, before: str) -> str | None:
@@ -207,6 +246,13 @@ def _copied_example(fact: TypedFact, said: str) -> str | None:
         if (example in values or f" {example} " in words) and f" {example} " not in said:
             return example
     return None
+
+
+def substance_words(*texts: str) -> set[str]:
+    """The words of substance in the texts: not function words, not the verbs a fact's
+    sentence is built on, not one or two letters."""
+    words = {w for text in texts for w in core_words(text).split()}
+    return {w for w in words if len(w) > 2 and w not in _PLAIN_WORDS}
 
 
 def padded_words(text: str) -> str:

@@ -14,22 +14,8 @@ real 1.5B model that cost recall .680 → .400 on the development chats (ADR 001
 from __future__ import annotations
 
 from shared.extraction.base import KnownFact, TurnInput
-from shared.extraction.checks import padded_words
+from shared.extraction.checks import padded_words, substance_words
 from shared.extraction.schemas import TypedFact, core_words
-
-# Words two facts share without being about one thing: function words, the verbs a
-# fact's sentence is built on, and the words of an ending itself.
-_PLAIN_TEXT = """\
-a an the and or but of in on at to for from with by as into about over after before
-is are was were be been being am has have had do does did not no never now still just
-also very really more most some any all every this that these those it its it's they
-them their there here he she his her him who which what when where why how
-works work working worked lives live living lived likes like liked loves love loved
-enjoys enjoy prefers prefer wants want goes go went gets got getting make makes made
-since until anymore longer quit quits left leave leaves ended ends stopped stop stops
-gave give given moved move moves sold lost split broke up started starts new old
-job person one two years year months month week weeks day days time true named called"""
-_PLAIN_WORDS = frozenset(_PLAIN_TEXT.split())
 
 
 def link_ending(fact: TypedFact, turn: TurnInput) -> int:
@@ -37,7 +23,7 @@ def link_ending(fact: TypedFact, turn: TurnInput) -> int:
     many. Not an ending, or one that names no known fact: none."""
     if not fact.ended:
         return 0
-    said = _words(fact.content, *_values(fact)) - _words(turn.user_speaker)
+    said = substance_words(fact.content, *_values(fact)) - substance_words(turn.user_speaker)
     phrases = " ".join(padded_words(text) for text in (fact.content, *_values(fact)))
     named = tuple(
         known.id
@@ -55,16 +41,11 @@ def _names(said: set[str], phrases: str, known: KnownFact) -> bool:
     and never a person: a relationship is ended by the belief rules alone, which check
     the relation ("Ana left Mia." must not end "Ana's daughter is Mia.")."""
     if known.slot is None:
-        return bool(said & _words(known.content))
+        return bool(said & substance_words(known.content))
     value = core_words(known.value or "")
-    return known.type != "relationship" and bool(_words(value)) and f" {value} " in phrases
+    return known.type != "relationship" and bool(substance_words(value)) and f" {value} " in phrases
 
 
 def _values(fact: TypedFact) -> list[str]:
     """What the fact is about: its value, person, choice or goal."""
     return [str(fact.details.get(k) or "") for k in ("value", "person", "choice", "goal")]
-
-
-def _words(*texts: str) -> set[str]:
-    words = {w for text in texts for w in core_words(text).split()}
-    return {w for w in words if len(w) > 2 and w not in _PLAIN_WORDS}

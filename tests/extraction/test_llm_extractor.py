@@ -710,6 +710,33 @@ def test_the_assistants_words_in_the_first_person_are_dropped(
     ]
 
 
+def test_a_fact_made_of_the_assistants_reply_is_dropped_and_the_persons_are_kept(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """What Qwen2.5-1.5B did on casual chat: the reply's advice written as her fact
+    ("Make sure you're getting B12 and iron!" -> "Ana is getting B12 and iron."). A fact
+    with a word of hers, or of the question she answers, stays, typos and all."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="thats the plan!! gonna go fully vegan for good, startin at the bakey monday",
+        assistant_message="Love that. Make sure you're getting B12 and iron! Bakeries start early.",
+        earlier_messages=(("Assistant", "Are you planning to stay vegan after January?"),),
+    )
+    items = [
+        _fact("fact", content="Ana is getting B12 and iron."),
+        _fact("goal", content="Ana plans to stay vegan after January.", goal="stay vegan"),
+        _fact("fact", content="Ana starts early at the bakery."),
+    ]
+    scripted_llm.script("the plan", {"facts": items})
+    result = extractor.extract(turn)
+    assert sorted(f.content for f in result.facts) == [
+        "Ana plans to stay vegan after January.",
+        "Ana starts early at the bakery.",
+    ]
+    assert result.invalid_reasons == ["the assistant's reply to the turn, not the person's words"]
+    assert result.all_dropped is False
+
+
 def test_a_fact_taken_from_the_earlier_conversation_is_dropped_and_an_answer_is_kept(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
