@@ -148,7 +148,7 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
             return Rejection(
                 f"copied from the prompt's examples ({example!r} is not in the conversation)"
             )
-        if (earlier := _from_earlier_messages(fact, now, before)) is not None:
+        if (earlier := _from_earlier_messages(fact, now, before, name_words)) is not None:
             reason = f"from the earlier conversation ({earlier!r} is not in this turn)"
             return Rejection(reason, nothing_new=True)
         if first_person(fact.content):
@@ -204,16 +204,25 @@ def _said(word: str, persons_words: set[str]) -> bool:
     return len(start) == _SAME_START and any(w.startswith(start) for w in persons_words)
 
 
-def _from_earlier_messages(fact: TypedFact, now: str, before: str) -> str | None:
+def _from_earlier_messages(
+    fact: TypedFact, now: str, before: str, name_words: set[str]
+) -> str | None:
     """The value of a fact the model took from the earlier conversation (shown as context)
-    rather than from this turn: said before, and not in this turn or the question it answers.
-    An ending may name what it ends from there ("I quit" → the job said before)."""
+    rather than from this turn: said before, and not in this turn or the question it answers;
+    or, for a fact without a value, its sentence's words of substance, half or more of them
+    said before and none now (a small model restates the earlier turns, and so brings back
+    a belief a later turn ended). An ending may name what it ends from there ("I quit" →
+    the job said before)."""
     if fact.ended:
         return None
     for key in _VALUE_FIELDS:
         value = core_words(str(fact.details.get(key) or ""))
         if value and f" {value} " in before and f" {value} " not in now:
             return value
+    words = substance_words(fact.content) - name_words
+    said_before = sum(f" {w} " in before for w in words)
+    if said_before * 2 >= len(words) > 0 and not any(f" {w} " in now for w in words):
+        return " ".join(dict.fromkeys(w for w in core_words(fact.content).split() if w in words))
     return None
 
 

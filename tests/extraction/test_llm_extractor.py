@@ -775,6 +775,33 @@ def test_a_fact_taken_from_the_earlier_conversation_is_dropped_and_an_answer_is_
     ]
 
 
+def test_a_sentence_restating_the_earlier_conversation_is_dropped(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """A fact with no value field, its words said before and none in this turn, is the
+    earlier conversation restated: stored again, it would bring back what this turn ended."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="done it. officially withdrawn 😬 parents r not thrilled",
+        assistant_message=None,
+        earlier_messages=(
+            ("Ana", "seriously thinking of dropping out, i hate the course"),
+            ("Assistant", "That's a big decision. What would you do instead?"),
+        ),
+    )
+    items = [
+        _fact("fact", content="Ana is seriously thinking of dropping out."),
+        _fact("fact", content="Ana has officially withdrawn from her course."),
+    ]
+    scripted_llm.script("officially withdrawn", {"facts": items})
+    result = extractor.extract(turn)
+    assert [f.content for f in result.facts] == ["Ana has officially withdrawn from her course."]
+    assert result.invalid_reasons == [
+        "from the earlier conversation ('seriously thinking dropping out' is not in this turn)"
+    ]
+    assert result.dropped_repeats == 1
+
+
 @pytest.mark.parametrize(
     ("written", "value"),
     [
