@@ -248,6 +248,11 @@ class RunStats:
     repaired: int = 0  # kept after the server filled in or fixed a field
     dropped: int = 0  # invalid (their meaning missing)
     dropped_runs: int = 0  # runs whose every item was dropped
+    # Runs whose first reply was all dropped, asked again (ADR 0031): then facts kept, or
+    # the model answered that the turn states none (a `done` with 0 facts).
+    asked_again: int = 0
+    asked_again_kept: int = 0
+    asked_again_none: int = 0
     failed_runs: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -270,6 +275,9 @@ def run_stats(session: Session, user_id: str) -> RunStats:
         stats.dropped += run.facts_invalid
         stats.items += kept + run.facts_invalid
         stats.dropped_runs += run.status == "dropped"
+        stats.asked_again += run.asked_again
+        stats.asked_again_kept += run.asked_again and kept > 0
+        stats.asked_again_none += run.asked_again and run.status == "done" and kept == 0
         stats.failed_runs += run.status == "failed"
         stats.prompt_tokens += run.prompt_tokens
         stats.completion_tokens += run.completion_tokens
@@ -624,7 +632,9 @@ def llm_line(outcomes: Sequence[Outcome], total: Tally) -> str:
     return (
         f"Extraction runs: {stats.runs} turns; items returned {stats.items}: valid "
         f"{stats.valid}, repaired {stats.repaired}, dropped {stats.dropped}; runs that kept "
-        f"none of their items (`dropped`) {stats.dropped_runs}, failed {stats.failed_runs}. "
+        f"none of their items (`dropped`) {stats.dropped_runs}, failed {stats.failed_runs}; "
+        f"asked again after a reply of dropped items {stats.asked_again} (then kept facts "
+        f"{stats.asked_again_kept}, answered none {stats.asked_again_none}). "
         f"Dropped because: {_reasons(stats.reasons)}. "
         f"Per turn: {stats.llm_s / turns:.2f} s in the LLM, {stats.prompt_tokens / turns:.0f} "
         f"prompt + {stats.completion_tokens / turns:.0f} completion tokens. "

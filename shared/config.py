@@ -210,6 +210,10 @@ class ExtractionSettings(BaseModel):
     # room of one turn (TIERMEM_LLM__MAX_TOKENS) must fit, or the batch is split into calls
     # that do.
     batch_max_tokens: int = Field(default=8192, ge=1024)
+    # When every item of the model's reply is dropped (questions written as facts, the
+    # assistant's words, ...), tell it why in the same conversation and ask once more
+    # (ADR 0031): one more call, only on such turns. Off: such a run ends `dropped` at once.
+    ask_again_when_dropped: bool = True
 
 
 class CompressionSettings(BaseModel):

@@ -24,6 +24,10 @@ from typing import Any
 
 import pytest
 
+from shared.extraction.prompts import ASK_AGAIN_TEMPLATE
+
+# How the extractor's follow-up after a reply of dropped items starts (ADR 0031).
+ASK_AGAIN_OPENING = ASK_AGAIN_TEMPLATE.splitlines()[0]
 MODEL_ID = "scripted-model"
 DEFAULT_REPLY = '{"facts": []}'
 ECHO = "<echo>"
@@ -107,6 +111,9 @@ class ScriptedLLM:
         # does (issue 25: "subject", and optional ones such as "confidence").
         self.leave_out: tuple[str, ...] = ()
         self._scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
+        # Answers to the extractor asking again (script_asked_again); none matching, the
+        # model answers as it did the first time.
+        self._again_scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
         self._misbehaviours: list[_Misbehaviour] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -157,6 +164,13 @@ class ScriptedLLM:
         with self._lock:
             self._scripts.append((match.lower(), response))
 
+    def script_asked_again(self, match: str, response: dict[str, Any] | list[Any] | str) -> None:
+        """Answer the extractor's follow-up after a reply whose items were all dropped (ADR
+        0031) with `response` when the follow-up contains `match`. Unscripted, a follow-up is
+        answered as its turn was: a model that repeats itself."""
+        with self._lock:
+            self._again_scripts.append((match.lower(), response))
+
     def misbehave(
         self, mode: str, *, times: int = 1, match: str | None = None, delay_s: float = 0.0
     ) -> None:
@@ -192,6 +206,7 @@ class ScriptedLLM:
             self.json_object_schema_status = None
             self.leave_out = ()
             self._scripts.clear()
+            self._again_scripts.clear()
             self._misbehaviours.clear()
             # In place, so a test holding `llm.requests` sees the same list.
             self.requests.clear()
@@ -217,15 +232,16 @@ class ScriptedLLM:
                     return mb
         return None
 
+    def _reply_for_asked_again(self, follow_up: str, turn: str) -> str:
+        with self._lock:
+            scripts = list(self._again_scripts)
+        return _scripted(scripts, follow_up) or self._reply_for(turn)
+
     def _reply_for(self, last_user: str) -> str:
-        lowered = last_user.lower()
         with self._lock:
             scripts = list(self._scripts)
-        for match, response in reversed(scripts):
-            if match in lowered:
-                if response == ECHO:
-                    return last_user
-                return response if isinstance(response, str) else json.dumps(response)
+        if (scripted := _scripted(scripts, last_user)) is not None:
+            return scripted
         if not (self.offline_facts or self.facts_per_turn > 0):
             return DEFAULT_REPLY
         # A batch's facts are each turn's, numbered as the prompt numbers them.
@@ -323,7 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model") or MODEL_ID)
         if self._rejects_format(body):
             return
-        mb = llm._take_misbehaviour([last_user])
+        follow_up = _asked_again(messages)
+        mb = llm._take_misbehaviour([follow_up or last_user])
         if mb and self._fail(mb):
             return
         llm._sleep(llm.latency_s)
@@ -334,6 +351,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = MALFORMED_REPLY
         elif mb and mb.mode == "bad_schema":
             content = BAD_SCHEMA_REPLY
+        elif follow_up is not None:
+            content = llm._reply_for_asked_again(follow_up, _last_user_text(messages[:-2]))
         else:
             content = llm._reply_for(last_user)
         prompt_tokens = max(1, math.ceil(sum(len(_message_text(m)) for m in messages) / 4))
@@ -524,6 +543,26 @@ def _message_text(message: Any) -> str:
     if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return ""
+
+
+def _scripted(scripts: list[tuple[str, Any]], text: str) -> str | None:
+    """The newest script whose match is in `text`, as the reply's text."""
+    lowered = text.lower()
+    for match, response in reversed(scripts):
+        if match in lowered:
+            if response == ECHO:
+                return text
+            return response if isinstance(response, str) else json.dumps(response)
+    return None
+
+
+def _asked_again(messages: Any) -> str | None:
+    """The extractor's follow-up after a reply of dropped items, when the request ends
+    with one (after the turn and the model's first answer)."""
+    if not isinstance(messages, list) or len(messages) < 4:
+        return None
+    text = _message_text(messages[-1])
+    return text if text.startswith(ASK_AGAIN_OPENING) else None
 
 
 def _last_user_text(messages: Any) -> str:

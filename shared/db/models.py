@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint, false, text
 from sqlmodel import Field, SQLModel
 
 
@@ -203,6 +203,11 @@ class ExtractionRun(SQLModel, table=True):
     )
     # Why items were dropped (the first few): a `dropped` run (every item) shows them.
     dropped_reasons: list[str] | None = Field(default=None, sa_column=Column(JSON))
+    # Every item of the model's first reply was dropped, and it was asked again with why
+    # (ADR 0031): the counts, tokens and reasons are both replies'. Migration 0013.
+    asked_again: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
     facts_added: int = 0
     facts_merged: int = 0
     facts_superseded: int = 0

@@ -75,6 +75,12 @@ class ExtractionResult:
     dropped_repeats: int = 0
     # Known facts the turn's endings name (shared.extraction.endings): the writer retires them.
     endings_linked: int = 0
+    # The items dropped, each as (its content, why): what asking again tells the model.
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    # When every item of the model's first reply was dropped and it was asked again in the
+    # same conversation (ADR 0031): that first reply's result. This result is the final
+    # reply's; the run counts both replies' items, tokens and reasons.
+    first_reply: ExtractionResult | None = None
 
     @property
     def all_dropped(self) -> bool:
@@ -103,6 +109,12 @@ class Validated:
     repaired: int = 0  # kept after a field was filled in or fixed (shared.extraction.repair)
     reasons: list[str] = field(default_factory=list)  # why items were dropped
     dropped_repeats: int = 0  # of dropped_invalid: the earlier conversation restated
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (content, why) per drop
+
+    def reject(self, item: Any, reason: str) -> None:
+        content = item.get("content") if isinstance(item, dict) else item
+        self.reasons.append(reason)
+        self.rejected.append((content if isinstance(content, str) else "", reason))
 
 
 @dataclass(frozen=True)
@@ -135,20 +147,20 @@ def validate_items(
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            out.reasons.append(f"{loc}: {first['msg']}")
+            out.reject(item, f"{loc}: {first['msg']}")
             out.dropped_invalid += 1
             continue
         if review is not None:
             reviewed = review(fact)
             if isinstance(reviewed, Rejection):
-                out.reasons.append(reviewed.reason)
+                out.reject(fact.content, reviewed.reason)
                 out.dropped_invalid += 1
                 out.dropped_repeats += reviewed.nothing_new
                 continue
             if reviewed is not fact:
                 fact, changes = reviewed, [*changes, "content"]
         if fact.confidence < min_confidence:
-            out.reasons.append(f"confidence {fact.confidence:.2f} below {min_confidence:.2f}")
+            out.reject(fact.content, f"confidence {fact.confidence:.2f} below {min_confidence:.2f}")
             out.dropped_low_confidence += 1
             continue
         valid.append((fact, bool(changes)))

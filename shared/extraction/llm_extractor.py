@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from shared.config import ExtractionSettings, LLMSettings
+from shared.errors import DomainError
 from shared.extraction.base import ExtractionResult, KnownFact, TurnInput, validate_items
 from shared.extraction.batch import (
     batch_prompt_hash,
@@ -22,7 +24,13 @@ from shared.extraction.batch import (
 from shared.extraction.checks import review
 from shared.extraction.endings import link_ending
 from shared.extraction.prefilter import is_small_talk
-from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
+from shared.extraction.prompts import (
+    ASK_AGAIN_SHOWN,
+    EXTRACTOR_VERSION,
+    ask_again_message,
+    build_extraction_messages,
+    prompt_hash,
+)
 from shared.extraction.schemas import TypedFact, strict_json_schema
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
@@ -80,7 +88,31 @@ class LLMExtractor:
         result = self._validated(_facts_of(reply), turn, reply)
         result.prompt_tokens = reply.prompt_tokens
         result.completion_tokens = reply.completion_tokens
+        if result.all_dropped and self.settings.ask_again_when_dropped:
+            return self._asked_again(turn, reply, result)
         return result
+
+    def _asked_again(
+        self, turn: TurnInput, reply: LLMReply, first: ExtractionResult
+    ) -> ExtractionResult:
+        """Every item of `reply` was dropped: the model is told why, in the same
+        conversation, and asked again (ADR 0031). The final reply's result, with `first`
+        on it; the turn's cost is both calls'. Should the question itself fail, the first
+        result stands (a `dropped` run, retryable)."""
+        try:
+            again = self.client.ask_again(
+                reply,
+                ask_again_message({0: first.rejected}, turn.user_speaker),
+                schema=self._schema,
+                schema_name=SCHEMA_NAME,
+                decoding_schema=self._decoding_schema,
+                answer=_shown_answer(_facts_of(reply)),
+            )
+        except DomainError as exc:
+            logger.warning("asking the model again failed", extra={"error": str(exc)})
+            return first
+        result = self._validated(_facts_of(again), turn, again)
+        return _after(first, result, again.prompt_tokens, again.completion_tokens)
 
     def extract_batch(self, turns: Sequence[TurnInput]) -> list[ExtractionResult]:
         """One result per turn, in order (turns of one session, oldest first): small talk
@@ -126,16 +158,60 @@ class LLMExtractor:
         prompt_shares = share(reply.prompt_tokens, n)
         completion_shares = share(reply.completion_tokens, n)
         grouped = items_by_turn(_facts_of(reply), n)
+        shown_turns = [dataclasses.replace(turn, known_facts=shown) for turn in turns]
         results = []
-        for i, (turn, items) in enumerate(zip(turns, grouped, strict=True)):
-            result = self._validated(items, dataclasses.replace(turn, known_facts=shown), reply)
+        for i, (turn, items) in enumerate(zip(shown_turns, grouped, strict=True)):
+            result = self._validated(items, turn, reply)
             result.prompt_hash = self._batch_prompt_hash
             result.prompt_tokens = prompt_shares[i]
             result.completion_tokens = completion_shares[i]
             result.llm_ms = reply.latency_ms / n  # shares too: the runs add up to the call
             result.batch_size = n
             results.append(result)
+        dropped = [i for i, result in enumerate(results) if result.all_dropped]
+        if dropped and self.settings.ask_again_when_dropped:
+            self._ask_again_together(shown_turns, reply, results, dropped, decoding)
         return results
+
+    def _ask_again_together(
+        self,
+        turns: list[TurnInput],
+        reply: LLMReply,
+        results: list[ExtractionResult],
+        dropped: list[int],
+        decoding: dict[str, Any],
+    ) -> None:
+        """`_asked_again` for the turns of a batch call whose every item was dropped: one
+        follow-up names them all; each takes its own items of the answer, and a share of it."""
+        n = len(turns)
+        grouped = items_by_turn(_facts_of(reply), n)
+        shown = [{"turn": i + 1, **item} for i in dropped for item in grouped[i][:ASK_AGAIN_SHOWN]]
+        try:
+            again = self.client.ask_again(
+                reply,
+                ask_again_message(
+                    {i + 1: results[i].rejected for i in dropped}, turns[0].user_speaker
+                ),
+                schema=with_turn_numbers(self._schema, n),
+                schema_name=SCHEMA_NAME,
+                decoding_schema=decoding,
+                max_tokens=self.llm_settings.max_tokens * len(dropped),
+                # Only the asked turns' items: the others were kept, and need no room.
+                answer=json.dumps({"facts": shown}),
+            )
+        except DomainError as exc:
+            logger.warning("asking the model again failed", extra={"error": str(exc)})
+            return
+        grouped = items_by_turn(_facts_of(again), n)
+        prompt_shares = share(again.prompt_tokens, len(dropped))
+        completion_shares = share(again.completion_tokens, len(dropped))
+        for k, i in enumerate(dropped):
+            first = results[i]
+            result = self._validated(grouped[i], turns[i], again)
+            result.prompt_hash = first.prompt_hash
+            result.batch_size = first.batch_size
+            result.llm_ms = again.latency_ms / len(dropped)
+            results[i] = _after(first, result, prompt_shares[k], completion_shares[k])
 
     def _batch_messages(
         self, turns: list[TurnInput], shown: tuple[KnownFact, ...]
@@ -196,6 +272,7 @@ class LLMExtractor:
         result.dropped_over_limit = validated.dropped_over_limit
         result.repaired = validated.repaired
         result.invalid_reasons = validated.reasons
+        result.rejected = validated.rejected
         result.llm_ms = reply.latency_ms
         result.response_format = reply.response_format
         result.response_format_note = reply.response_format_note
@@ -216,6 +293,27 @@ class LLMExtractor:
             prompt_hash=self._prompt_hash,
             skipped_reason=skipped_reason,
         )
+
+
+def _shown_answer(items: list[Any]) -> str | None:
+    """The model's answer as the follow-up shows it: whole, unless it held more items than
+    the question names; then those only (a 1.5B model's ten items with the prompt came near
+    a 4,096-token context, and the server refused the follow-up)."""
+    if len(items) <= ASK_AGAIN_SHOWN:
+        return None
+    return json.dumps({"facts": items[:ASK_AGAIN_SHOWN]})
+
+
+def _after(
+    first: ExtractionResult, result: ExtractionResult, prompt_tokens: int, completion_tokens: int
+) -> ExtractionResult:
+    """`result`, the answer to asking again, carrying `first` and the turn's whole cost:
+    both calls' tokens and time."""
+    result.first_reply = first
+    result.prompt_tokens = first.prompt_tokens + prompt_tokens
+    result.completion_tokens = first.completion_tokens + completion_tokens
+    result.llm_ms += first.llm_ms
+    return result
 
 
 def _facts_of(reply: LLMReply) -> list[Any]:

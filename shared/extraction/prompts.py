@@ -14,8 +14,9 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # Bump when the prompt or the output contract changes meaningfully: stored facts carry it,
 # and replay jobs use it to find turns extracted by an older prompt.
 # llm-6: the sentence first, then its type and fields. llm-8: no "an empty list is a normal
-# answer" (the 1.5B model answered [] to 20 of 87 dev turns with it, to 2 without).
-EXTRACTOR_VERSION = "llm-8"
+# answer" (the 1.5B model answered [] to 20 of 87 dev turns with it, to 2 without). llm-9: a
+# reply whose every item was dropped is answered with why, and the model asked again.
+EXTRACTOR_VERSION = "llm-9"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -138,6 +139,17 @@ $assistant_message
 """
 _NO_ASSISTANT = "(no assistant reply in this turn)\n"
 
+# Sent in the same conversation when every item of the model's reply was dropped (ADR 0031):
+# each item with why, then the question again. Saying that no fact is an answer here is
+# deliberate: these items were not the person's statements, and [] is then the honest reply.
+ASK_AGAIN_TEMPLATE = """\
+None of the facts you wrote can be kept:
+$lines
+Read what $user said in $where again. Write only what $user states there about their \
+own life, each as one sentence in the third person that names $user, in the same JSON. If \
+$user states nothing about themself there, answer {"facts": []}."""
+ASK_AGAIN_SHOWN = 5  # dropped items named in the question: the pattern, not all of them
+
 
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
     """The (system, user) messages for one extraction call: the static system prompt first,
@@ -151,6 +163,18 @@ def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[
         assistant_block=assistant_block(turn),
     )
     return system_prompt(max_facts), user
+
+
+def ask_again_message(rejected: dict[int, list[tuple[str, str]]], user: str) -> str:
+    """The follow-up to a reply whose every item was dropped: what was wrong with each.
+    `rejected` is by turn number; 0 for the turn of a one-turn prompt."""
+    lines = "\n".join(
+        f"- {f'turn {n}, ' if n else ''}{repr(content) if content else 'an item'}: {reason}"
+        for n, items in rejected.items()
+        for content, reason in items[:ASK_AGAIN_SHOWN]
+    )
+    where = " and ".join(f"turn {n}" for n in rejected) if 0 not in rejected else "this turn"
+    return Template(ASK_AGAIN_TEMPLATE).substitute(lines=lines, user=user, where=where)
 
 
 def system_prompt(max_facts: int) -> str:
@@ -186,7 +210,7 @@ def prompt_hash() -> str:
     """Identifies the extraction prompt: changes whenever its templates or schema change."""
     digest = hashlib.sha256()
     templates = (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK)
-    for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK):
+    for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK, ASK_AGAIN_TEMPLATE):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(json.dumps(strict_json_schema(), sort_keys=True).encode())

@@ -394,13 +394,17 @@ _REASONS_KEPT = 10  # of a run's dropped items, the first reasons: enough to see
 
 def _dropped_error(result: ExtractionResult) -> str:
     reasons = "; ".join(result.invalid_reasons[:3])
+    again = " when asked again" if result.first_reply else ""
     return (
-        f"the model returned {result.items_returned} item(s) and none could be kept "
+        f"the model returned {result.items_returned} item(s){again} and none could be kept "
         f"({result.dropped_invalid} invalid: {reasons}); retry it, or replay the turn"
     )
 
 
 def _result_fields(result: ExtractionResult) -> dict[str, object]:
+    # Asked again (ADR 0031): the run counts both replies' dropped items and reasons.
+    replies = [r for r in (result.first_reply, result) if r is not None]
+    reasons = [reason for r in replies for reason in r.invalid_reasons]
     return {
         "extractor": result.extractor,
         "extractor_version": result.extractor_version,
@@ -412,9 +416,10 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
         "response_format": result.response_format,
         "response_format_note": result.response_format_note,
         "facts_extracted": len(result.facts),
-        "facts_invalid": result.dropped_invalid,
+        "facts_invalid": sum(r.dropped_invalid for r in replies),
         "facts_repaired": result.repaired,
-        "dropped_reasons": result.invalid_reasons[:_REASONS_KEPT] or None,
+        "dropped_reasons": reasons[:_REASONS_KEPT] or None,
+        "asked_again": result.first_reply is not None,
         "skipped_reason": result.skipped_reason,
         "batch_size": result.batch_size if result.batch_size > 1 else None,
     }

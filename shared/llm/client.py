@@ -67,6 +67,9 @@ class LLMReply:
     response_format: str = JSON_SCHEMA
     # Set when json_object was used because the server rejected json_schema (now or before).
     response_format_note: str | None = None
+    # The messages this reply answers (the repair conversation after a repair): what
+    # `ask_again` continues, so the follow-up shares the earlier request's prefix.
+    messages: tuple[ChatCompletionMessageParam, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,56 @@ class LLMClient:
                 fmt.type,
                 extra={"model": self.settings.model, "base_url": self.base_url},
             )
+        return self._reply(
+            messages, first, fmt, schema, schema_name, max_tokens, bounded, started=started
+        )
+
+    def ask_again(
+        self,
+        reply: LLMReply,
+        message: str,
+        *,
+        schema: dict[str, Any],
+        schema_name: str,
+        max_tokens: int | None = None,
+        decoding_schema: dict[str, Any] | None = None,
+        answer: str | None = None,
+    ) -> LLMReply:
+        """A follow-up in the conversation `reply` ended: its messages, its answer (or
+        `answer`, a shorter text in its place: a long reply need not fill a small context
+        again), then `message`, in the format that answer came in. The earlier request is
+        the prefix, so a server that reuses the longest matching prefix (llama.cpp's) reads
+        only the new part: a few seconds on a CPU where a separate prompt costs its whole
+        length. Errors as `complete_json`'s."""
+        fmt = CallFormat(reply.response_format, reply.response_format_note)
+        started = time.perf_counter()
+        bounded = decoding_schema or schema
+        messages: list[ChatCompletionMessageParam] = [
+            *reply.messages,
+            {"role": "assistant", "content": reply.raw if answer is None else answer},
+            {"role": "user", "content": message},
+        ]
+        try:
+            first = self._call(messages, fmt, schema, schema_name, max_tokens, bounded)
+        except _StructuredOutputRejected as rejected:  # it took this format a moment ago
+            raise TransientError(f"LLM at {self.base_url}: {rejected.reason}") from rejected
+        return self._reply(
+            messages, first, fmt, schema, schema_name, max_tokens, bounded, started=started
+        )
+
+    def _reply(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        first: _Call,
+        fmt: CallFormat,
+        schema: dict[str, Any],
+        schema_name: str,
+        max_tokens: int | None,
+        bounded: dict[str, Any],
+        *,
+        started: float,
+    ) -> LLMReply:
+        """The parsed reply to `messages` (answered by `first`), repaired once if need be."""
         data, problem = parse_reply(first.text, schema)
         calls = [first]
         if problem is not None:
@@ -161,6 +214,7 @@ class LLMClient:
             ]
             second = self._call(repair, fmt, schema, schema_name, max_tokens, bounded)
             calls.append(second)
+            messages = repair
             data, problem = parse_reply(second.text, schema)
             if problem is not None:
                 hint = ""
@@ -186,6 +240,7 @@ class LLMClient:
             repaired=len(calls) > 1,
             response_format=fmt.type,
             response_format_note=fmt.note,
+            messages=tuple(messages),
         )
         logger.info(
             "llm json call done",

@@ -151,13 +151,14 @@ def _runs(out: list[Metric], session: Session) -> None:
         FACT_BUCKETS,
         _histogram_row(session, col(ExtractionRun.facts_extracted), FACT_BUCKETS),
     )
-    added, merged, superseded, invalid, repaired = session.execute(
+    added, merged, superseded, invalid, repaired, asked_again = session.execute(
         select(
             func.sum(ExtractionRun.facts_added),
             func.sum(ExtractionRun.facts_merged),
             func.sum(ExtractionRun.facts_superseded),
             func.sum(ExtractionRun.facts_invalid),
             func.sum(ExtractionRun.facts_repaired),
+            func.count().filter(col(ExtractionRun.asked_again)),
         )
     ).one()
     dedup = _family(
@@ -176,6 +177,13 @@ def _runs(out: list[Metric], session: Session) -> None:
         "extracted items kept after the server filled in or fixed a field",
     )
     _add(fixed, int(repaired or 0))
+    again = _family(
+        out,
+        "counter",
+        "tiermem_extraction_asked_again_total",
+        "runs whose model reply was all dropped and the model was asked again (ADR 0031)",
+    )
+    _add(again, int(asked_again or 0))
 
 
 def _llm(out: list[Metric], session: Session) -> None:

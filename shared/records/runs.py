@@ -92,6 +92,9 @@ class JobPublic(BaseModel):
     facts_invalid: int  # items dropped: their meaning was missing or unreadable
     facts_repaired: int = 0  # items kept after the server filled in or fixed a field
     dropped_reasons: list[str] | None = None
+    # Every item of the model's first reply was dropped and it was asked again with why
+    # (TIERMEM_EXTRACTION__ASK_AGAIN_WHEN_DROPPED): the counts and reasons are both replies'.
+    asked_again: bool = False
     facts_added: int
     facts_merged: int
     facts_superseded: int

@@ -204,8 +204,11 @@ def test_a_turn_whose_items_are_all_dropped_ends_dropped_and_the_other_done(
     ids = [post_turn(client, text) for text in TURNS[:2]]
     first, second = (wait_job(client, job) for job in ids)
     assert (first["status"], first["facts_added"]) == ("done", 1)
-    assert (second["status"], second["facts_added"], second["facts_invalid"]) == ("dropped", 0, 1)
-    assert second["dropped_reasons"] == ["identity.attribute: Field required"]
+    # Asked again (the same answer, from a model that repeats itself): both replies counted.
+    assert (second["status"], second["facts_added"], second["facts_invalid"]) == ("dropped", 0, 2)
+    assert second["asked_again"] and not first["asked_again"]
+    assert second["dropped_reasons"] == ["identity.attribute: Field required"] * 2
+    assert len(scripted_llm.chat_requests()) == 2  # the batch's call, and one follow-up
     assert [r["id"] for r in extract_queue(client)["failed_runs"]] == [second["id"]]
     with Session(runtime.engine) as session:
         runs = session.exec(select(ExtractionRun)).all()

@@ -239,14 +239,15 @@ def test_a_server_without_structured_outputs_gets_the_schema_inside_json_object(
 def test_a_reply_whose_every_item_is_dropped_is_a_visible_retryable_run(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
-    # A model that answers items without their meaning (no attribute, no value): nothing is
-    # kept, and the run says so instead of a quiet "done" with 0 facts.
+    # A model that answers items without their meaning (no attribute, no value), and the
+    # same again when told why: nothing is kept, and the run says so instead of a quiet
+    # "done" with 0 facts.
     scripted_llm.script("Oslo", {"facts": [{"type": "identity", "content": "Ana is in Oslo."}]})
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I live in Oslo"))["job_id"])
-    assert job["status"] == "dropped" and job["facts_added"] == 0
-    assert (job["facts_extracted"], job["facts_invalid"]) == (0, 1)
-    assert job["dropped_reasons"] == ["identity.attribute: Field required"]
-    assert "none could be kept" in job["error"]
+    assert job["status"] == "dropped" and job["facts_added"] == 0 and job["asked_again"]
+    assert (job["facts_extracted"], job["facts_invalid"]) == (0, 2)
+    assert job["dropped_reasons"] == ["identity.attribute: Field required"] * 2
+    assert "when asked again and none could be kept" in job["error"]
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     snap = client.get("/v1/ops/queues", headers=admin).json()
     extract = next(q for q in snap["queues"] if q["name"] == "extract")
@@ -254,11 +255,22 @@ def test_a_reply_whose_every_item_is_dropped_is_a_visible_retryable_run(
     assert extract["windows"][0]["dropped"] == 1 and extract["windows"][0]["failure_rate"] == 1
     metrics = client.get("/metrics", headers=admin).text
     assert 'tiermem_runs_total{queue="extract",status="dropped"} 1' in metrics
-    assert "tiermem_facts_invalid_total 1" in metrics
+    assert "tiermem_facts_invalid_total 2" in metrics
+    assert "tiermem_extraction_asked_again_total 1" in metrics
 
     # Nothing worth remembering is a normal "done".
     quiet = wait_job(client, post_turn(client, "s1", f.turn("ana", "Tell me a joke"))["job_id"])
     assert quiet["status"] == "done" and quiet["facts_invalid"] == 0
+    assert not quiet["asked_again"]
+
+    # Told why, a model that then states the fact: the run is done with it.
+    scripted_llm.script("Bergen", f.facts(f.general("Ana", "Is Ana in Bergen?")))
+    scripted_llm.script_asked_again(
+        "a question", f.facts(f.identity("Ana", "location", "Bergen", "Ana lives in Bergen."))
+    )
+    fixed = wait_job(client, post_turn(client, "s2", f.turn("ana", "moved to Bergen"))["job_id"])
+    assert (fixed["status"], fixed["asked_again"], fixed["facts_added"]) == ("done", True, 1)
+    assert fixed["facts_invalid"] == 1 and fixed["dropped_reasons"] == ["a question, not a fact"]
 
     # The model fixed (here: its script), the run is retried like a failed one.
     scripted_llm.script(

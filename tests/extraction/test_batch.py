@@ -221,3 +221,24 @@ def test_the_known_facts_of_the_turns_are_shown_once_nearest_first_and_bounded()
     )
     shown = re.findall(r"Ana has a (\w+)\.", user)
     assert shown == ["cat", "dog", "bike", "car"]  # each turn's nearest first, "cat" once
+
+
+def test_a_turn_whose_items_are_all_dropped_is_asked_again_in_the_batchs_conversation(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    question = {**ARUP, "content": "Does Ana work at Arup?"}
+    scripted_llm.script("bridges team", {"facts": [{"turn": 1, **LISBON}, {"turn": 2, **question}]})
+    # The answer may hold other turns' items: only the asked turn's are read.
+    answer = {"facts": [{"turn": 2, **ARUP}, {"turn": 1, **LISBON}]}
+    scripted_llm.script_asked_again("turn 2, 'does ana work at arup?'", answer)
+    first, second, third = _extractor(scripted_llm).extract_batch(TURNS)
+    assert [f.content for f in first.facts] == ["Ana lives in Lisbon."]
+    assert first.first_reply is None
+    assert [f.content for f in second.facts] == ["Ana works at Arup."]
+    assert second.first_reply is not None and second.first_reply.all_dropped
+    assert third.facts == [] and third.first_reply is None
+    batch, again = scripted_llm.chat_requests()
+    assert again["messages"][:2] == batch["messages"]
+    assert "what Ana said in turn 2 again" in again["messages"][3]["content"]
+    # The follow-up's cost is the asked turn's alone.
+    assert second.prompt_tokens > first.prompt_tokens

@@ -839,6 +839,7 @@ def test_a_reply_that_only_restates_the_earlier_conversation_is_done_with_nothin
     result = extractor.extract(turn)
     assert result.facts == [] and not result.all_dropped
     assert (result.dropped_invalid, result.dropped_repeats) == (1, 1)
+    assert result.first_reply is None and len(scripted_llm.chat_requests()) == 1  # not asked
     assert result.invalid_reasons == [
         "from the earlier conversation ('leicester' is not in this turn)"
     ]
@@ -864,3 +865,131 @@ def test_a_name_fact_takes_no_word_that_is_not_a_name(
     scripted_llm.script("repaint teal", {"facts": [item]})
     [fact] = extractor.extract(turn).facts
     assert fact.value == value and fact.content == written  # type: ignore[union-attr]
+
+
+# -- asking again after a reply of dropped items (ADR 0031) ----------------------------------
+
+QUESTION = _fact("fact", content="Is Ana moving to Lisbon?")
+LISBON = _fact("identity")
+
+
+def test_a_reply_of_dropped_items_is_answered_with_why_and_the_model_asked_again(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})
+    scripted_llm.script_asked_again("a question, not a fact", {"facts": [LISBON]})
+    result = extractor.extract(TURN)
+    assert [f.content for f in result.facts] == ["Ana lives in Lisbon."]
+    assert not result.all_dropped
+    first = result.first_reply
+    assert first is not None and first.all_dropped
+    assert first.invalid_reasons == ["a question, not a fact"]
+    asked, again = scripted_llm.chat_requests()
+    # The follow-up continues the first request: same prefix, the model's answer, then why.
+    assert again["messages"][:2] == asked["messages"]
+    assert again["messages"][2] == {
+        "role": "assistant",
+        "content": json.dumps({"facts": [QUESTION]}),
+    }
+    follow_up = again["messages"][3]["content"]
+    assert "'Is Ana moving to Lisbon?': a question, not a fact" in follow_up
+    assert "what Ana said in this turn" in follow_up
+    assert again["response_format"] == asked["response_format"]
+    # The turn cost both calls.
+    assert result.prompt_tokens == first.prompt_tokens + _usage(scripted_llm, again)[0]
+    assert result.completion_tokens > first.completion_tokens
+
+
+def _usage(llm: ScriptedLLM, request: dict[str, Any]) -> tuple[int, int]:
+    """The tokens the scripted server counts for `request` (a quarter of its characters)."""
+    texts = [m["content"] for m in request["messages"]]
+    return max(1, -(-sum(len(t) for t in texts) // 4)), 0
+
+
+def test_asked_again_the_model_may_answer_that_the_turn_states_nothing(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})
+    scripted_llm.script_asked_again("a question", {"facts": []})
+    result = extractor.extract(TURN)
+    # A done with 0 facts, not a dropped run: the first reply's items stay on record.
+    assert result.facts == [] and result.items_returned == 0 and not result.all_dropped
+    assert result.first_reply is not None and result.first_reply.dropped_invalid == 1
+
+
+def test_a_model_that_repeats_its_dropped_items_ends_dropped(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})  # answered again the same way
+    result = extractor.extract(TURN)
+    assert result.facts == [] and result.all_dropped and result.first_reply is not None
+    assert len(scripted_llm.chat_requests()) == 2  # asked once more, not in a loop
+
+
+def test_a_follow_up_that_fails_leaves_the_first_reply_dropped(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})
+    scripted_llm.misbehave("500", match="none of the facts you wrote")
+    result = extractor.extract(TURN)
+    assert result.all_dropped and result.first_reply is None
+    assert result.invalid_reasons == ["a question, not a fact"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"facts": [LISBON]},  # something kept
+        {"facts": []},  # nothing worth remembering
+    ],
+)
+def test_only_a_reply_of_dropped_items_is_asked_again(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor, reply: dict[str, Any]
+) -> None:
+    scripted_llm.script("Lisbon", reply)
+    result = extractor.extract(TURN)
+    assert result.first_reply is None and len(scripted_llm.chat_requests()) == 1
+
+
+def test_asking_again_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
+    off = LLMExtractor(_settings(scripted_llm), ExtractionSettings(ask_again_when_dropped=False))
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})
+    scripted_llm.script_asked_again("a question", {"facts": [LISBON]})
+    result = off.extract(TURN)
+    assert result.all_dropped and len(scripted_llm.chat_requests()) == 1
+
+
+def test_a_follow_up_after_a_schema_inside_json_object_keeps_that_format(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    scripted_llm.reject_json_schema()
+    extractor = LLMExtractor(
+        _settings(scripted_llm),
+        ExtractionSettings(),
+        client=LLMClient(_settings(scripted_llm), fallbacks=StructuredOutputFallbacks()),
+    )
+    scripted_llm.script("Lisbon", {"facts": [QUESTION]})
+    scripted_llm.script_asked_again("a question", {"facts": [LISBON]})
+    result = extractor.extract(TURN)
+    assert [f.content for f in result.facts] == ["Ana lives in Lisbon."]
+    refused, asked, again = scripted_llm.chat_requests()
+    assert refused["response_format"]["type"] == "json_schema"
+    assert asked["response_format"] == again["response_format"]
+    assert (
+        again["response_format"]["type"] == "json_object" and "schema" in again["response_format"]
+    )
+    assert again["messages"][0] == asked["messages"][0]  # the schema in the prompt, unchanged
+
+
+def test_a_long_reply_is_shown_again_as_the_items_the_question_names(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """Ten items and the prompt came near a 4,096-token context: the follow-up shows the
+    five it names, so it fits where the first call did."""
+    questions = [_fact("fact", content=f"Is Ana moving to Lisbon in {m}?") for m in range(1, 9)]
+    scripted_llm.script("Lisbon", {"facts": questions})
+    extractor.extract(TURN)
+    _, again = scripted_llm.chat_requests()
+    assert json.loads(again["messages"][2]["content"]) == {"facts": questions[:5]}
+    follow_up = again["messages"][3]["content"]
+    assert "in 5?" in follow_up and "in 6?" not in follow_up
