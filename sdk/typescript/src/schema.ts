@@ -1682,6 +1682,11 @@ export interface components {
             facts_repaired: number;
             /** Dropped Reasons */
             dropped_reasons?: string[] | null;
+            /**
+             * Asked Again
+             * @default false
+             */
+            asked_again: boolean;
             /** Facts Added */
             facts_added: number;
             /** Facts Merged */
@@ -2698,6 +2703,11 @@ export interface components {
             facts_repaired: number;
             /** Dropped Reasons */
             dropped_reasons?: string[] | null;
+            /**
+             * Asked Again
+             * @default false
+             */
+            asked_again: boolean;
             /** Facts Added */
             facts_added: number;
             /** Facts Merged */
