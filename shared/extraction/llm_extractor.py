@@ -170,21 +170,22 @@ class LLMExtractor:
             results.append(result)
         dropped = [i for i, result in enumerate(results) if result.all_dropped]
         if dropped and self.settings.ask_again_when_dropped:
-            self._ask_again_together(shown_turns, reply, results, dropped, decoding)
+            self._ask_again_together(shown_turns, reply, grouped, results, dropped, decoding)
         return results
 
     def _ask_again_together(
         self,
         turns: list[TurnInput],
         reply: LLMReply,
+        grouped: list[list[Any]],
         results: list[ExtractionResult],
         dropped: list[int],
         decoding: dict[str, Any],
     ) -> None:
-        """`_asked_again` for the turns of a batch call whose every item was dropped: one
-        follow-up names them all; each takes its own items of the answer, and a share of it."""
+        """`_asked_again` for the turns of a batch call (`reply`, its items by turn in
+        `grouped`) whose every item was dropped: one follow-up names them all; each takes its
+        own items of the answer, and a share of its cost."""
         n = len(turns)
-        grouped = items_by_turn(_facts_of(reply), n)
         shown = [{"turn": i + 1, **item} for i in dropped for item in grouped[i][:ASK_AGAIN_SHOWN]]
         try:
             again = self.client.ask_again(
@@ -202,12 +203,12 @@ class LLMExtractor:
         except DomainError as exc:
             logger.warning("asking the model again failed", extra={"error": str(exc)})
             return
-        grouped = items_by_turn(_facts_of(again), n)
+        answered = items_by_turn(_facts_of(again), n)
         prompt_shares = share(again.prompt_tokens, len(dropped))
         completion_shares = share(again.completion_tokens, len(dropped))
         for k, i in enumerate(dropped):
             first = results[i]
-            result = self._validated(grouped[i], turns[i], again)
+            result = self._validated(answered[i], turns[i], again)
             result.prompt_hash = first.prompt_hash
             result.batch_size = first.batch_size
             result.llm_ms = again.latency_ms / len(dropped)
