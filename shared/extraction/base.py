@@ -67,7 +67,6 @@ class ExtractionResult:
     # The LLM call's response_format, and why json_object when json_schema was configured.
     response_format: str | None = None
     response_format_note: str | None = None
-    invalid_reasons: list[str] = field(default_factory=list)
     # Turns read by the LLM call this result came from (ADR 0024): above 1, the call read
     # several turns of the session and the tokens and llm_ms above are this turn's share.
     batch_size: int = 1
@@ -75,12 +74,17 @@ class ExtractionResult:
     dropped_repeats: int = 0
     # Known facts the turn's endings name (shared.extraction.endings): the writer retires them.
     endings_linked: int = 0
-    # The items dropped, each as (its content, why): what asking again tells the model.
+    # The items dropped, each as (its content, why): the run keeps the whys, asking again
+    # tells the model both.
     rejected: list[tuple[str, str]] = field(default_factory=list)
     # When every item of the model's first reply was dropped and it was asked again in the
     # same conversation (ADR 0031): that first reply's result. This result is the final
     # reply's; the run counts both replies' items, tokens and reasons.
     first_reply: ExtractionResult | None = None
+
+    @property
+    def invalid_reasons(self) -> list[str]:
+        return [reason for _, reason in self.rejected]
 
     @property
     def all_dropped(self) -> bool:
@@ -107,13 +111,16 @@ class Validated:
     dropped_low_confidence: int = 0  # the model's own "guessing" (below min_confidence)
     dropped_over_limit: int = 0  # valid items beyond max_facts (lowest confidence)
     repaired: int = 0  # kept after a field was filled in or fixed (shared.extraction.repair)
-    reasons: list[str] = field(default_factory=list)  # why items were dropped
     dropped_repeats: int = 0  # of dropped_invalid: the earlier conversation restated
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (content, why) per drop
 
+    @property
+    def reasons(self) -> list[str]:
+        """Why items were dropped, in order."""
+        return [reason for _, reason in self.rejected]
+
     def reject(self, item: Any, reason: str) -> None:
         content = item.get("content") if isinstance(item, dict) else item
-        self.reasons.append(reason)
         self.rejected.append((content if isinstance(content, str) else "", reason))
 
 

@@ -99,17 +99,14 @@ class LLMExtractor:
         conversation, and asked again (ADR 0031). The final reply's result, with `first`
         on it; the turn's cost is both calls'. Should the question itself fail, the first
         result stands (a `dropped` run, retryable)."""
-        try:
-            again = self.client.ask_again(
-                reply,
-                ask_again_message({0: first.rejected}, turn.user_speaker),
-                schema=self._schema,
-                schema_name=SCHEMA_NAME,
-                decoding_schema=self._decoding_schema,
-                answer=_shown_answer(_facts_of(reply)),
-            )
-        except DomainError as exc:
-            logger.warning("asking the model again failed", extra={"error": str(exc)})
+        again = self._ask_again(
+            reply,
+            ask_again_message({0: first.rejected}, turn.user_speaker),
+            schema=self._schema,
+            decoding_schema=self._decoding_schema,
+            answer=_shown_answer(_facts_of(reply)),
+        )
+        if again is None:
             return first
         result = self._validated(_facts_of(again), turn, again)
         return _after(first, result, again.prompt_tokens, again.completion_tokens)
@@ -187,21 +184,16 @@ class LLMExtractor:
         own items of the answer, and a share of its cost."""
         n = len(turns)
         shown = [{"turn": i + 1, **item} for i in dropped for item in grouped[i][:ASK_AGAIN_SHOWN]]
-        try:
-            again = self.client.ask_again(
-                reply,
-                ask_again_message(
-                    {i + 1: results[i].rejected for i in dropped}, turns[0].user_speaker
-                ),
-                schema=with_turn_numbers(self._schema, n),
-                schema_name=SCHEMA_NAME,
-                decoding_schema=decoding,
-                max_tokens=self.llm_settings.max_tokens * len(dropped),
-                # Only the asked turns' items: the others were kept, and need no room.
-                answer=json.dumps({"facts": shown}),
-            )
-        except DomainError as exc:
-            logger.warning("asking the model again failed", extra={"error": str(exc)})
+        again = self._ask_again(
+            reply,
+            ask_again_message({i + 1: results[i].rejected for i in dropped}, turns[0].user_speaker),
+            schema=with_turn_numbers(self._schema, n),
+            decoding_schema=decoding,
+            max_tokens=self.llm_settings.max_tokens * len(dropped),
+            # Only the asked turns' items: the others were kept, and need no room.
+            answer=json.dumps({"facts": shown}),
+        )
+        if again is None:
             return
         answered = items_by_turn(_facts_of(again), n)
         prompt_shares = share(again.prompt_tokens, len(dropped))
@@ -213,6 +205,31 @@ class LLMExtractor:
             result.batch_size = first.batch_size
             result.llm_ms = again.latency_ms / len(dropped)
             results[i] = _after(first, result, prompt_shares[k], completion_shares[k])
+
+    def _ask_again(
+        self,
+        reply: LLMReply,
+        message: str,
+        *,
+        schema: dict[str, Any],
+        decoding_schema: dict[str, Any],
+        answer: str | None,
+        max_tokens: int | None = None,
+    ) -> LLMReply | None:
+        """The follow-up's reply, or None when it failed: the first result then stands."""
+        try:
+            return self.client.ask_again(
+                reply,
+                message,
+                schema=schema,
+                schema_name=SCHEMA_NAME,
+                decoding_schema=decoding_schema,
+                max_tokens=max_tokens,
+                answer=answer,
+            )
+        except DomainError as exc:
+            logger.warning("asking the model again failed", extra={"error": str(exc)})
+            return None
 
     def _batch_messages(
         self, turns: list[TurnInput], shown: tuple[KnownFact, ...]
@@ -272,7 +289,6 @@ class LLMExtractor:
         result.dropped_low_confidence = validated.dropped_low_confidence
         result.dropped_over_limit = validated.dropped_over_limit
         result.repaired = validated.repaired
-        result.invalid_reasons = validated.reasons
         result.rejected = validated.rejected
         result.llm_ms = reply.latency_ms
         result.response_format = reply.response_format

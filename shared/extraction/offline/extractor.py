@@ -188,7 +188,7 @@ class OfflineExtractor:
             dropped_low_confidence=validated.dropped_low_confidence,
             dropped_over_limit=validated.dropped_over_limit,
             repaired=validated.repaired,
-            invalid_reasons=validated.reasons,
+            rejected=validated.rejected,
         )
 
 
