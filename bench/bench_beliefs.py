@@ -253,6 +253,8 @@ class RunStats:
     asked_again: int = 0
     asked_again_kept: int = 0
     asked_again_none: int = 0
+    value_checks: int = 0
+    values_changed: int = 0
     failed_runs: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -278,6 +280,8 @@ def run_stats(session: Session, user_id: str) -> RunStats:
         stats.asked_again += run.asked_again
         stats.asked_again_kept += run.asked_again and kept > 0
         stats.asked_again_none += run.asked_again and run.status == "done" and kept == 0
+        stats.value_checks += run.ending_checks
+        stats.values_changed += run.values_changed
         stats.failed_runs += run.status == "failed"
         stats.prompt_tokens += run.prompt_tokens
         stats.completion_tokens += run.completion_tokens
@@ -634,7 +638,8 @@ def llm_line(outcomes: Sequence[Outcome], total: Tally) -> str:
         f"{stats.valid}, repaired {stats.repaired}, dropped {stats.dropped}; runs that kept "
         f"none of their items (`dropped`) {stats.dropped_runs}, failed {stats.failed_runs}; "
         f"asked again after a reply of dropped items {stats.asked_again} (then kept facts "
-        f"{stats.asked_again_kept}, answered none {stats.asked_again_none}). "
+        f"{stats.asked_again_kept}, answered none {stats.asked_again_none}); known values "
+        f"asked for now {stats.value_checks}, changed by the answer {stats.values_changed}. "
         f"Dropped because: {_reasons(stats.reasons)}. "
         f"Per turn: {stats.llm_s / turns:.2f} s in the LLM, {stats.prompt_tokens / turns:.0f} "
         f"prompt + {stats.completion_tokens / turns:.0f} completion tokens. "

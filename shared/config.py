@@ -214,6 +214,10 @@ class ExtractionSettings(BaseModel):
     # assistant's words, ...), tell it why in the same conversation and ask once more
     # (ADR 0031): one more call, only on such turns. Off: such a run ends `dropped` at once.
     ask_again_when_dropped: bool = True
+    # Known facts the model's reply touched (an item shares their words or attribute) that it
+    # is then asked about, one short follow-up each: did the person say in this turn that it
+    # is no longer true, and in which words (ADR 0032)? 0: never asked.
+    ending_checks_per_turn: int = Field(default=2, ge=0, le=8)
 
 
 class CompressionSettings(BaseModel):

@@ -24,10 +24,12 @@ from typing import Any
 
 import pytest
 
-from shared.extraction.prompts import ASK_AGAIN_TEMPLATE
+from shared.extraction.prompts import ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE
 
 # How the extractor's follow-up after a reply of dropped items starts (ADR 0031).
 ASK_AGAIN_OPENING = ASK_AGAIN_TEMPLATE.splitlines()[0]
+# How its question what a known value is now starts (ADR 0032).
+VALUE_NOW_OPENING = VALUE_NOW_TEMPLATE.split("$")[0]
 MODEL_ID = "scripted-model"
 DEFAULT_REPLY = '{"facts": []}'
 ECHO = "<echo>"
@@ -114,6 +116,8 @@ class ScriptedLLM:
         # Answers to the extractor asking again (script_asked_again); none matching, the
         # model answers as it did the first time.
         self._again_scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
+        # Answers to the extractor's question what a known value is now (script_value_now).
+        self._value_scripts: list[tuple[str, dict[str, Any] | list[Any] | str]] = []
         self._misbehaviours: list[_Misbehaviour] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -171,6 +175,13 @@ class ScriptedLLM:
         with self._lock:
             self._again_scripts.append((match.lower(), response))
 
+    def script_value_now(self, match: str, response: dict[str, Any] | list[Any] | str) -> None:
+        """Answer the extractor's question what a known value is now (ADR 0032) with
+        `response` when the question (it quotes the value and the turn) contains `match`.
+        Unscripted, the answer is the known value: the turn changed nothing."""
+        with self._lock:
+            self._value_scripts.append((match.lower(), response))
+
     def misbehave(
         self, mode: str, *, times: int = 1, match: str | None = None, delay_s: float = 0.0
     ) -> None:
@@ -207,6 +218,7 @@ class ScriptedLLM:
             self.leave_out = ()
             self._scripts.clear()
             self._again_scripts.clear()
+            self._value_scripts.clear()
             self._misbehaviours.clear()
             # In place, so a test holding `llm.requests` sees the same list.
             self.requests.clear()
@@ -214,6 +226,11 @@ class ScriptedLLM:
     def chat_requests(self) -> list[dict[str, Any]]:
         with self._lock:
             return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def extraction_requests(self) -> list[dict[str, Any]]:
+        """The chat requests that are prompts of their own (system and user), not
+        follow-ups in a conversation (asked again, what a value is now)."""
+        return [r for r in self.chat_requests() if len(r.get("messages") or []) == 2]
 
     # -- used by the handler ---------------------------------------------------------------
 
@@ -236,6 +253,12 @@ class ScriptedLLM:
         with self._lock:
             scripts = list(self._again_scripts)
         return _scripted(scripts, follow_up) or self._reply_for(turn)
+
+    def _reply_for_value_now(self, question: str) -> str:
+        with self._lock:
+            scripts = list(self._value_scripts)
+        known = re.search(r'was "(.*)"\.\n', question)
+        return _scripted(scripts, question) or json.dumps({"now": known.group(1) if known else ""})
 
     def _reply_for(self, last_user: str) -> str:
         with self._lock:
@@ -340,7 +363,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self._rejects_format(body):
             return
         follow_up = _asked_again(messages)
-        mb = llm._take_misbehaviour([follow_up or last_user])
+        value_now = _value_now(messages)
+        mb = llm._take_misbehaviour([follow_up or value_now or last_user])
         if mb and self._fail(mb):
             return
         llm._sleep(llm.latency_s)
@@ -351,6 +375,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = MALFORMED_REPLY
         elif mb and mb.mode == "bad_schema":
             content = BAD_SCHEMA_REPLY
+        elif value_now is not None:
+            content = llm._reply_for_value_now(value_now)
         elif follow_up is not None:
             content = llm._reply_for_asked_again(follow_up, _last_user_text(messages[:-2]))
         else:
@@ -563,6 +589,15 @@ def _asked_again(messages: Any) -> str | None:
         return None
     text = _message_text(messages[-1])
     return text if text.startswith(ASK_AGAIN_OPENING) else None
+
+
+def _value_now(messages: Any) -> str | None:
+    """The extractor's question what a known value is now, when the request ends with one
+    (after the turn and the model's answer)."""
+    if not isinstance(messages, list) or len(messages) < 4:
+        return None
+    text = _message_text(messages[-1])
+    return text if text.startswith(VALUE_NOW_OPENING) else None
 
 
 def _last_user_text(messages: Any) -> str:

@@ -208,6 +208,14 @@ class ExtractionRun(SQLModel, table=True):
     asked_again: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    # Known facts the reply touched whose value the model was asked for now, and of them the
+    # ones it said changed or ended in the person's words (ADR 0032). Migration 0014.
+    ending_checks: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
+    values_changed: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
     facts_added: int = 0
     facts_merged: int = 0
     facts_superseded: int = 0

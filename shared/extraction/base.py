@@ -74,6 +74,11 @@ class ExtractionResult:
     dropped_repeats: int = 0
     # Known facts the turn's endings name (shared.extraction.endings): the writer retires them.
     endings_linked: int = 0
+    # Known facts the reply touched whose value the model was asked for now (ADR 0032), and
+    # of them the ones whose new value (or "none") the person's own words gave: each
+    # replaced or ended by a fact of this run.
+    ending_checks: int = 0
+    values_changed: int = 0
     # The items dropped, each as (its content, why): the run keeps the whys, asking again
     # tells the model both.
     rejected: list[tuple[str, str]] = field(default_factory=list)

@@ -32,6 +32,14 @@ from shared.extraction.prompts import (
     prompt_hash,
 )
 from shared.extraction.schemas import TypedFact, strict_json_schema
+from shared.extraction.value_now import (
+    VALUE_NOW_SCHEMA,
+    VALUE_NOW_SCHEMA_NAME,
+    changed_fact,
+    restates,
+    touched_facts,
+    value_question,
+)
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
 from shared.tokens import count_tokens
@@ -39,6 +47,7 @@ from shared.tokens import count_tokens
 logger = logging.getLogger(__name__)
 
 SCHEMA_NAME = "extracted_facts"
+VALUE_NOW_MAX_TOKENS = 60  # a value
 
 
 class LLMExtractor:
@@ -89,16 +98,53 @@ class LLMExtractor:
         result.prompt_tokens = reply.prompt_tokens
         result.completion_tokens = reply.completion_tokens
         if result.all_dropped and self.settings.ask_again_when_dropped:
-            return self._asked_again(turn, reply, result)
+            reply, result = self._asked_again(turn, reply, result)
+        if self.settings.ending_checks_per_turn and not result.all_dropped:
+            self._check_endings(turn, reply, result)
         return result
+
+    def _check_endings(self, turn: TurnInput, reply: LLMReply, result: ExtractionResult) -> None:
+        """Asks, in follow-ups of `reply`'s conversation, what the value of each known fact
+        the reply touched is now (ADR 0032). A new value in the person's own words is added
+        to `result` as a fact tied to the known one (the writer retires it), "none" as its
+        ending, and the turn's items restating it are dropped. Each follow-up's cost is the
+        turn's; one that fails changes nothing."""
+        items = _facts_of(reply)
+        linked = {fact_id for fact in result.facts for fact_id in fact.ends_fact_ids}
+        touched = touched_facts(turn, items, limit=self.settings.ending_checks_per_turn)
+        for known in (k for k in touched if k.id not in linked):
+            question = value_question(known, turn)
+            if question is None:
+                continue
+            answer = self._ask_again(
+                reply,
+                question,
+                schema=VALUE_NOW_SCHEMA,
+                schema_name=VALUE_NOW_SCHEMA_NAME,
+                decoding_schema=VALUE_NOW_SCHEMA,
+                max_tokens=VALUE_NOW_MAX_TOKENS,
+                answer=_shown_answer(items),
+            )
+            if answer is None:
+                continue
+            result.ending_checks += 1
+            result.prompt_tokens += answer.prompt_tokens
+            result.completion_tokens += answer.completion_tokens
+            result.llm_ms += answer.latency_ms
+            now = answer.data.get("now") if isinstance(answer.data, dict) else None
+            changed = changed_fact(known, now, turn) if isinstance(now, str) else None
+            if changed is not None:
+                kept = [fact for fact in result.facts if not restates(fact, known)]
+                result.facts = [changed, *kept][: self.settings.max_facts_per_turn]
+                result.values_changed += 1
 
     def _asked_again(
         self, turn: TurnInput, reply: LLMReply, first: ExtractionResult
-    ) -> ExtractionResult:
+    ) -> tuple[LLMReply, ExtractionResult]:
         """Every item of `reply` was dropped: the model is told why, in the same
-        conversation, and asked again (ADR 0031). The final reply's result, with `first`
-        on it; the turn's cost is both calls'. Should the question itself fail, the first
-        result stands (a `dropped` run, retryable)."""
+        conversation, and asked again (ADR 0031). The final reply and its result, with
+        `first` on it; the turn's cost is both calls'. Should the question itself fail, the
+        first result stands (a `dropped` run, retryable)."""
         again = self._ask_again(
             reply,
             ask_again_message({0: first.rejected}, turn.user_speaker),
@@ -107,9 +153,9 @@ class LLMExtractor:
             answer=_shown_answer(_facts_of(reply)),
         )
         if again is None:
-            return first
+            return reply, first
         result = self._validated(_facts_of(again), turn, again)
-        return _after(first, result, again.prompt_tokens, again.completion_tokens)
+        return again, _after(first, result, again.prompt_tokens, again.completion_tokens)
 
     def extract_batch(self, turns: Sequence[TurnInput]) -> list[ExtractionResult]:
         """One result per turn, in order (turns of one session, oldest first): small talk
@@ -215,6 +261,7 @@ class LLMExtractor:
         decoding_schema: dict[str, Any],
         answer: str | None,
         max_tokens: int | None = None,
+        schema_name: str = SCHEMA_NAME,
     ) -> LLMReply | None:
         """The follow-up's reply, or None when it failed: the first result then stands."""
         try:
@@ -222,7 +269,7 @@ class LLMExtractor:
                 reply,
                 message,
                 schema=schema,
-                schema_name=SCHEMA_NAME,
+                schema_name=schema_name,
                 decoding_schema=decoding_schema,
                 max_tokens=max_tokens,
                 answer=answer,

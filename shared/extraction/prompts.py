@@ -16,7 +16,8 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # llm-6: the sentence first, then its type and fields. llm-8: no "an empty list is a normal
 # answer" (the 1.5B model answered [] to 20 of 87 dev turns with it, to 2 without). llm-9: a
 # reply whose every item was dropped is answered with why, and the model asked again.
-EXTRACTOR_VERSION = "llm-9"
+# llm-10: the known facts a reply touched are asked for their value now (ADR 0032).
+EXTRACTOR_VERSION = "llm-10"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -150,6 +151,14 @@ own life, each as one sentence in the third person that names $user, in the same
 $user states nothing about themself there, answer {"facts": []}."""
 ASK_AGAIN_SHOWN = 5  # dropped items named in the question: the pattern, not all of them
 
+# Sent in the same conversation for each known fact the reply touched (ADR 0032): the known
+# value and the person's words side by side, and what the value is now. The 1.5B model
+# judged "is it still true?" the same way for every turn; asked for the value, it named it.
+VALUE_NOW_TEMPLATE = """\
+Known before this turn: $user's $what was "$value".
+In this turn $user said: "$message"
+What is $user's $what now? Answer with JSON only: {"now": "..."}"""
+
 
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
     """The (system, user) messages for one extraction call: the static system prompt first,
@@ -210,7 +219,8 @@ def prompt_hash() -> str:
     """Identifies the extraction prompt: changes whenever its templates or schema change."""
     digest = hashlib.sha256()
     templates = (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK)
-    for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK, ASK_AGAIN_TEMPLATE):
+    follow_ups = (ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE)
+    for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK, *follow_ups):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(json.dumps(strict_json_schema(), sort_keys=True).encode())

@@ -420,6 +420,8 @@ def _result_fields(result: ExtractionResult) -> dict[str, object]:
         "facts_repaired": result.repaired,
         "dropped_reasons": reasons[:_REASONS_KEPT] or None,
         "asked_again": result.first_reply is not None,
+        "ending_checks": result.ending_checks,
+        "values_changed": result.values_changed,
         "skipped_reason": result.skipped_reason,
         "batch_size": result.batch_size if result.batch_size > 1 else None,
     }

@@ -151,7 +151,7 @@ def _runs(out: list[Metric], session: Session) -> None:
         FACT_BUCKETS,
         _histogram_row(session, col(ExtractionRun.facts_extracted), FACT_BUCKETS),
     )
-    added, merged, superseded, invalid, repaired, asked_again = session.execute(
+    added, merged, superseded, invalid, repaired, asked_again, checks, changed = session.execute(
         select(
             func.sum(ExtractionRun.facts_added),
             func.sum(ExtractionRun.facts_merged),
@@ -159,6 +159,8 @@ def _runs(out: list[Metric], session: Session) -> None:
             func.sum(ExtractionRun.facts_invalid),
             func.sum(ExtractionRun.facts_repaired),
             func.count().filter(col(ExtractionRun.asked_again)),
+            func.sum(ExtractionRun.ending_checks),
+            func.sum(ExtractionRun.values_changed),
         )
     ).one()
     dedup = _family(
@@ -184,6 +186,15 @@ def _runs(out: list[Metric], session: Session) -> None:
         "runs whose model reply was all dropped and the model was asked again (ADR 0031)",
     )
     _add(again, int(asked_again or 0))
+    values = _family(
+        out,
+        "counter",
+        "tiermem_extraction_value_checks_total",
+        "known values the model was asked for after a turn touched them (ADR 0032), by answer",
+        "answer",
+    )
+    _add(values, int(changed or 0), "changed")
+    _add(values, int(checks or 0) - int(changed or 0), "unchanged")
 
 
 def _llm(out: list[Metric], session: Session) -> None:

@@ -95,6 +95,10 @@ class JobPublic(BaseModel):
     # Every item of the model's first reply was dropped and it was asked again with why
     # (TIERMEM_EXTRACTION__ASK_AGAIN_WHEN_DROPPED): the counts and reasons are both replies'.
     asked_again: bool = False
+    # Known facts the reply touched whose value the model was asked for now, and the ones it
+    # said changed or ended in the person's words (TIERMEM_EXTRACTION__ENDING_CHECKS_PER_TURN).
+    ending_checks: int = 0
+    values_changed: int = 0
     facts_added: int
     facts_merged: int
     facts_superseded: int

@@ -261,7 +261,7 @@ def test_a_replay_of_batched_turns_extracts_them_one_call_each(
 
     replayed = wait_for(finished, what="the replay")
     assert (replayed["done"], replayed["failed"]) == (2, 0)
-    requests = scripted_llm.chat_requests()
+    requests = scripted_llm.extraction_requests()
     assert len(requests) == 3
     assert all('<turn n="' not in r["messages"][1]["content"] for r in requests[1:])
     assert sorted(sources(client)) == sorted(fact["content"] for fact in FACTS[:2])

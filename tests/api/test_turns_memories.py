@@ -306,7 +306,7 @@ def test_extraction_reads_the_conversation_and_the_known_facts(
     }
     job = wait_job(client, post_turn(client, "s1", second)["job_id"])
 
-    request = scripted_llm.chat_requests()[-1]
+    request = scripted_llm.extraction_requests()[-1]
     system, user = (m["content"] for m in request["messages"])
     context, turn = user.split("Extract facts about Priya from this turn only.")
     # The assistant's question, marked as context, before the turn; the fact known so far.
@@ -362,6 +362,35 @@ def test_an_ending_retires_the_known_fact_it_names(
         "Jade has a cat called Mochi.",
         "Jade stopped going to the gym.",
     }
+
+
+def test_a_change_the_model_only_restates_is_found_by_asking_what_the_value_is_now(
+    client: TestClient, scripted_llm: ScriptedLLM, runtime: Runtime
+) -> None:
+    """A small model answers "pescatarian now i guess" with the old fact again. Asked what
+    Sofia's diet is now (ADR 0032), it names the new value in her words: the new value is
+    stored and the old one retired, and the job says the question was asked."""
+
+    def say(text: str) -> dict[str, Any]:
+        body = f.turn("sofia", text, speaker="Sofia")
+        return wait_job(client, post_turn(client, "s1", body)["job_id"])
+
+    vegan = f.identity("Sofia", "diet", "vegan", "Sofia is vegan.")
+    scripted_llm.script("vegan 2 months", f.facts(vegan))
+    scripted_llm.script("pescatarian", f.facts(vegan))  # the old fact restated
+    scripted_llm.script_value_now("pescatarian", {"now": "pescatarian"})
+
+    first = say("been vegan 2 months now")
+    assert first["ending_checks"] == 0  # nothing known yet: nothing asked
+    job = say("adding fish back in. pescatarian now i guess")
+
+    assert job["status"] == "done" and job["facts_superseded"] == 1
+    assert job["ending_checks"] == 1 and job["values_changed"] == 1
+    active = {m["content"] for m in client.get("/v1/users/sofia/memories").json()["data"]}
+    assert active == {"Sofia's diet is pescatarian."}
+    with Session(runtime.engine) as session:
+        rows = {row.content: row for row in session.exec(select(Fact)).all()}
+    assert rows["Sofia is vegan."].superseded_by == rows["Sofia's diet is pescatarian."].id
 
 
 def test_a_plain_server_error_is_retried_as_before(

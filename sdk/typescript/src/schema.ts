@@ -1687,6 +1687,16 @@ export interface components {
              * @default false
              */
             asked_again: boolean;
+            /**
+             * Ending Checks
+             * @default 0
+             */
+            ending_checks: number;
+            /**
+             * Values Changed
+             * @default 0
+             */
+            values_changed: number;
             /** Facts Added */
             facts_added: number;
             /** Facts Merged */
@@ -2708,6 +2718,16 @@ export interface components {
              * @default false
              */
             asked_again: boolean;
+            /**
+             * Ending Checks
+             * @default 0
+             */
+            ending_checks: number;
+            /**
+             * Values Changed
+             * @default 0
+             */
+            values_changed: number;
             /** Facts Added */
             facts_added: number;
             /** Facts Merged */

@@ -1,0 +1,183 @@
+"""What a known value is now, asked of the model for the known facts a turn's reply
+touched (ADR 0032): a value the person's own words give that differs from the known one
+replaces it; "none" ends it.
+
+A small model seldom writes an ending or a new value for what a turn changes. It restates
+the old fact ("pescatarian now i guess" → "Sofia is vegan."), files the change under
+another attribute ("GOT PROMOTED TO MID LEVEL" → `experience`, beside "junior dev"), or
+writes nothing. What it does do is touch the fact the turn is about: an item of its reply
+shares the known fact's words or its attribute. Asked whether such a fact "is no longer
+true", Qwen2.5-1.5B answered the same way for every turn (session 18, and session 21's
+probe: "still true?" false for 7 of 8 turns that change nothing; "stopped?" true for 4 of
+10 that do). Asked what the value is now, with the known value and the person's words in
+the question, it named the new value for 6 of 10 turns that change one and the old value
+for 6 of 8 that do not; the value must then be the person's own words in the turn
+(or "none": quit, stopped, gave up), which is what it cannot make up. Each question is a
+short follow-up of the extraction's own conversation, so llama.cpp reads only its tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from string import Template
+from typing import Any
+
+from pydantic import ValidationError
+
+from shared.extraction.base import KnownFact, TurnInput
+from shared.extraction.checks import no_longer, padded_words, substance_words
+from shared.extraction.prompts import VALUE_NOW_TEMPLATE
+from shared.extraction.schemas import (
+    MULTI_VALUED_ATTRIBUTES,
+    TypedFact,
+    canonical_attribute,
+    core_words,
+    typed_fact_adapter,
+)
+
+VALUE_NOW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"now": {"type": "string", "maxLength": 200}},
+    "required": ["now"],
+    "additionalProperties": False,
+}
+VALUE_NOW_SCHEMA_NAME = "value_now"
+# Answers that say the value is gone: the known fact ended, and nothing replaces it.
+NO_VALUE = frozenset({"", "none", "nothing", "no", "0", "zero", "n a", "null", "no one", "nobody"})
+# The types whose known facts have one current value a question can ask for (a preference's
+# liking, a goal's status are not a value the person would name).
+_ASKED_TYPES = ("identity", "fact", "decision", "relationship")
+
+
+def value_question(known: KnownFact, turn: TurnInput) -> str | None:
+    """The question for `known`, or None when it has no single current value to ask for."""
+    what = _what(known)
+    if what is None or not known.value:
+        return None
+    value = _relation(known) if known.type == "relationship" else known.value
+    return Template(VALUE_NOW_TEMPLATE).substitute(
+        user=turn.user_speaker, what=what, value=value, message=turn.user_message.strip()
+    )
+
+
+def touched_facts(turn: TurnInput, items: Iterable[Any], *, limit: int) -> list[KnownFact]:
+    """The active known facts with one current value that the reply's items (kept or
+    dropped) touch, nearest the turn first, at most `limit`: an item shares a word of
+    substance with the fact (the person's name aside) or names its attribute."""
+    name = substance_words(turn.user_speaker)
+    words: set[str] = set()
+    attributes: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        words |= substance_words(*(str(item.get(k) or "") for k in ("content", "value")))
+        for key in ("attribute", "topic"):
+            if isinstance(item.get(key), str) and item[key].strip():
+                attributes.add(canonical_attribute(item[key]))
+    words -= name
+    touched = []
+    for known in turn.known_facts:
+        if known.id is None or known.ended or _what(known) is None:
+            continue
+        shares_words = bool((substance_words(known.content) - name) & words)
+        same_attribute = canonical_attribute(known.attribute or "-") in attributes
+        if shares_words or same_attribute:
+            touched.append(known)
+    return touched[:limit]
+
+
+def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
+    """What the turn changed about `known`, given the model's answer `now`: a fact with the
+    new value (the person's own words in the turn), or an ending when the answer is that
+    none is left; tied to `known` so the writer retires it. None: unchanged, or a value
+    the person did not say."""
+    said = core_words(now)
+    old = _relation(known) if known.type == "relationship" else (known.value or "")
+    if said in NO_VALUE:
+        fact: TypedFact | None = _fact(known, turn, no_longer(known.content), None)
+    elif _same(said, core_words(old), known) or not _said_in_turn(said, turn):
+        return None
+    else:
+        fact = _fact(known, turn, _sentence(known, turn, now), now)
+    if fact is not None:
+        fact.link_ended_facts((known.id,) if known.id else ())
+    return fact
+
+
+def restates(fact: TypedFact, known: KnownFact) -> bool:
+    """Whether a kept item of the turn says `known` again (not an ending): written beside
+    the change it would merge into the old fact and keep it believed."""
+    if fact.ended:
+        return False
+    mine, theirs = substance_words(fact.content), substance_words(known.content)
+    if not mine or not theirs:
+        return core_words(fact.content) == core_words(known.content)
+    return len(mine & theirs) >= 0.5 * len(mine | theirs)
+
+
+def _what(known: KnownFact) -> str | None:
+    """The value's name in a question ("diet", "relation to Aiden"), or None when the known
+    fact holds one of several values (a pet, a language) or has no value to ask for."""
+    if known.type not in _ASKED_TYPES:
+        return None
+    if known.type == "relationship":
+        return f"relation to {known.value}" if known.value and _relation(known) else None
+    if not known.attribute or not known.slot or ":" in known.slot:
+        return None
+    attribute = canonical_attribute(known.attribute)
+    if attribute in MULTI_VALUED_ATTRIBUTES:
+        return None
+    return attribute.replace("_", " ")
+
+
+def _relation(known: KnownFact) -> str:
+    """A relationship's relation, from its slot ("brother:aiden")."""
+    return (known.slot or "").partition(":")[0].replace("_", " ")
+
+
+def _same(said: str, old: str, known: KnownFact) -> bool:
+    """The answer names the known value (or a part of it: "Tesco" of "Tesco Extra")."""
+    if not said or not old:
+        return True
+    return (
+        said == old
+        or f" {said} " in f" {old} "
+        or f" {old} " in f" {said} "
+        or (f" {said} " in padded_words(known.content))
+    )
+
+
+def _said_in_turn(said: str, turn: TurnInput) -> bool:
+    """Every word of substance of the answer is the person's in this turn."""
+    words = substance_words(said) or set(said.split())
+    theirs = set(core_words(turn.user_message).split())
+    return bool(words) and words <= theirs
+
+
+def _sentence(known: KnownFact, turn: TurnInput, now: str) -> str:
+    user, now = turn.user_speaker, now.strip().rstrip(".")
+    if known.type == "relationship":
+        return f"{known.value} is {user}'s {now}."
+    return f"{user}'s {_what(known)} is {now}."
+
+
+def _fact(known: KnownFact, turn: TurnInput, content: str, now: str | None) -> TypedFact | None:
+    """A fact of `known`'s type and fields with the value `now` (None: an ending)."""
+    base: dict[str, Any] = {
+        "type": known.type,
+        "content": content,
+        "subject": turn.user_speaker,
+        "confidence": 0.8,
+        "ended": now is None,
+    }
+    old = known.value or ""
+    fields: dict[str, dict[str, Any]] = {
+        "identity": {"attribute": known.attribute, "value": now or old},
+        "fact": {"attribute": known.attribute, "value": now or old},
+        "decision": {"topic": known.attribute, "choice": now or old},
+        "relationship": {"person": known.value, "relation": now or _relation(known)},
+    }
+    try:
+        return typed_fact_adapter.validate_python({**base, **fields[known.type]})
+    except ValidationError:
+        return None
