@@ -100,10 +100,10 @@ class LLMExtractor:
         if result.all_dropped and self.settings.ask_again_when_dropped:
             reply, result = self._asked_again(turn, reply, result)
         if self.settings.ending_checks_per_turn and not result.all_dropped:
-            self._check_endings(turn, reply, result)
+            self._ask_values_now(turn, reply, result)
         return result
 
-    def _check_endings(self, turn: TurnInput, reply: LLMReply, result: ExtractionResult) -> None:
+    def _ask_values_now(self, turn: TurnInput, reply: LLMReply, result: ExtractionResult) -> None:
         """Asks, in follow-ups of `reply`'s conversation, what the value of each known fact
         the reply touched is now (ADR 0032). A new value in the person's own words is added
         to `result` as a fact tied to the known one (the writer retires it), "none" as its
