@@ -215,8 +215,8 @@ class ExtractionSettings(BaseModel):
     # (ADR 0031): one more call, only on such turns. Off: such a run ends `dropped` at once.
     ask_again_when_dropped: bool = True
     # Known facts the model's reply touched (an item shares their words or attribute) that it
-    # is then asked about, one short follow-up each: did the person say in this turn that it
-    # is no longer true, and in which words (ADR 0032)? 0: never asked.
+    # is then asked about, one short follow-up each: what is their value now (ADR 0032)? A
+    # new value in the person's own words replaces the fact, "none" ends it. 0: never asked.
     ending_checks_per_turn: int = Field(default=2, ge=0, le=8)
 
 
