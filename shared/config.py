@@ -218,6 +218,11 @@ class ExtractionSettings(BaseModel):
     # is then asked about, one short follow-up each: what is their value now (ADR 0032)? A
     # new value in the person's own words replaces the fact, "none" ends it. 0: never asked.
     ending_checks_per_turn: int = Field(default=2, ge=0, le=8)
+    # Whether those questions also cover known likings, habits and hobbies (no one value to
+    # ask for), the person's message touching them too: how does the person feel about it
+    # now? An answer that says it stopped ends it (llm-11). Within ending_checks_per_turn,
+    # after the facts with one value.
+    liking_checks: bool = True
 
 
 class CompressionSettings(BaseModel):

@@ -176,9 +176,10 @@ class ScriptedLLM:
             self._again_scripts.append((match.lower(), response))
 
     def script_value_now(self, match: str, response: dict[str, Any] | list[Any] | str) -> None:
-        """Answer the extractor's question what a known value is now (ADR 0032) with
-        `response` when the question (it quotes the value and the turn) contains `match`.
-        Unscripted, the answer is the known value: the turn changed nothing."""
+        """Answer the extractor's question what a known value is now (ADR 0032), or how the
+        person feels about a known liking now, with `response` when the question (it quotes
+        the value or the fact, and the turn) contains `match`. Unscripted, the answer is the
+        known value (or fact): the turn changed nothing."""
         with self._lock:
             self._value_scripts.append((match.lower(), response))
 
@@ -257,7 +258,11 @@ class ScriptedLLM:
     def _reply_for_value_now(self, question: str) -> str:
         with self._lock:
             scripts = list(self._value_scripts)
-        known = re.search(r'was "(.*)"\.\n', question)
+        # Unscripted, nothing changed: the known value, or (asked how the person feels
+        # about a liking) the known fact said again, as the real small model does.
+        known = re.search(r'was "(.*)"\.\n', question) or re.search(
+            r"^Known before this turn: (.*)\n", question
+        )
         return _scripted(scripts, question) or json.dumps({"now": known.group(1) if known else ""})
 
     def _reply_for(self, last_user: str) -> str:

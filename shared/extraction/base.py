@@ -37,6 +37,7 @@ class KnownFact:
     id: str | None = None  # the stored fact: what an ending that names it retires
     ended: bool = False  # the fact states that something ended ("Ana quit Siemens.")
     slot: str | None = None  # the stored fact's belief slot ("employer"), when it has one
+    sentiment: str | None = None  # a preference's: likes, dislikes, prefers or avoids
 
 
 # The API's default speaker names, case-folded: no name to put in a fact.

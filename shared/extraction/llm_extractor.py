@@ -105,13 +105,19 @@ class LLMExtractor:
 
     def _ask_values_now(self, turn: TurnInput, reply: LLMReply, result: ExtractionResult) -> None:
         """Asks, in follow-ups of `reply`'s conversation, what the value of each known fact
-        the reply touched is now (ADR 0032). A new value in the person's own words is added
-        to `result` as a fact tied to the known one (the writer retires it), "none" as its
-        ending, and the turn's items restating it are dropped. Each follow-up's cost is the
-        turn's; one that fails changes nothing."""
+        the reply touched is now, or how the person feels now about a liking, habit or
+        hobby (ADR 0032). A new value in the person's own words is added to `result` as a
+        fact tied to the known one (the writer retires it), "none" (or a feeling that says
+        it stopped) as its ending, and the turn's items restating it are dropped. Each
+        follow-up's cost is the turn's; one that fails changes nothing."""
         items = _facts_of(reply)
         linked = {fact_id for fact in result.facts for fact_id in fact.ends_fact_ids}
-        touched = touched_facts(turn, items, limit=self.settings.ending_checks_per_turn)
+        touched = touched_facts(
+            turn,
+            items,
+            limit=self.settings.ending_checks_per_turn,
+            likings=self.settings.liking_checks,
+        )
         for known in (k for k in touched if k.id not in linked):
             question = value_question(known, turn)
             if question is None:

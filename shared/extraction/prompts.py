@@ -16,8 +16,9 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # llm-6: the sentence first, then its type and fields. llm-8: no "an empty list is a normal
 # answer" (the 1.5B model answered [] to 20 of 87 dev turns with it, to 2 without). llm-9: a
 # reply whose every item was dropped is answered with why, and the model asked again.
-# llm-10: the known facts a reply touched are asked for their value now (ADR 0032).
-EXTRACTOR_VERSION = "llm-10"
+# llm-10: the known facts a reply touched are asked for their value now (ADR 0032). llm-11:
+# a known liking, habit or hobby the turn touched is asked how the person feels about it now.
+EXTRACTOR_VERSION = "llm-11"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -159,6 +160,15 @@ Known before this turn: $user's $what was "$value".
 In this turn $user said: "$message"
 What is $user's $what now? Answer with JSON only: {"now": "..."}"""
 
+# The same follow-up for a known fact with no one value to ask for: a liking, a habit, a
+# hobby (ADR 0032, llm-11). Asked how the person feels about it now, the 1.5B model wrote
+# the ending itself ("Maya no longer likes flat whites.", "dislikes") where "is it still
+# true?" and "what stopped?" got the same answer for every turn.
+FEELING_NOW_TEMPLATE = """\
+Known before this turn: $known
+In this turn $user said: "$message"
+How does $user feel about $thing now? Answer with JSON only: {"now": "..."}"""
+
 
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
     """The (system, user) messages for one extraction call: the static system prompt first,
@@ -219,7 +229,7 @@ def prompt_hash() -> str:
     """Identifies the extraction prompt: changes whenever its templates or schema change."""
     digest = hashlib.sha256()
     templates = (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK)
-    follow_ups = (ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE)
+    follow_ups = (ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE, FEELING_NOW_TEMPLATE)
     for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK, *follow_ups):
         digest.update(part.encode())
         digest.update(b"\0")

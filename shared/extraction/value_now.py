@@ -14,6 +14,12 @@ the question, it named the new value for 6 of 10 turns that change one and the o
 for 6 of 8 that do not; the value must then be the person's own words in the turn
 (or "none": quit, stopped, gave up), which is what it cannot make up. Each question is a
 short follow-up of the extraction's own conversation, so llama.cpp reads only its tokens.
+
+A known fact with no one value (a liking, a habit, a hobby: "Maya loves flat whites.",
+"Tariq goes bouldering.") is asked how the person feels about it now (llm-11). The model
+then wrote the ending itself for 8 of 13 such turns ("Maya no longer likes flat whites.",
+"he has given up running for good", "dislikes") and for none of 13 turns that leave the
+fact as it was; an answer that says it stopped, about the fact's own words, ends it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from pydantic import ValidationError
 
 from shared.extraction.base import KnownFact, TurnInput
 from shared.extraction.checks import no_longer, padded_words, substance_words
-from shared.extraction.prompts import VALUE_NOW_TEMPLATE
+from shared.extraction.prompts import FEELING_NOW_TEMPLATE, VALUE_NOW_TEMPLATE
 from shared.extraction.schemas import (
     MULTI_VALUED_ATTRIBUTES,
     TypedFact,
@@ -47,10 +53,26 @@ NO_VALUE = frozenset({"", "none", "nothing", "no", "0", "zero", "n a", "null", "
 # The types whose known facts have one current value a question can ask for (a preference's
 # liking, a goal's status are not a value the person would name).
 _ASKED_TYPES = ("identity", "fact", "decision", "relationship")
+# Attributes of several values at once whose values are things a person does or likes, so
+# "how do they feel about it now?" can be answered with an ending ("no longer plays padel").
+# Not a pet, a child or a language: how one feels about them is not whether they still are.
+_FELT_ATTRIBUTES = frozenset({"hobby", "sport", "instrument", "habit"})
+# A preference that holds something liked; one of a dislike is not asked (its change back,
+# "I love jazz again", is a new liking the belief rules put in the same slot).
+_LIKED = frozenset({"likes", "prefers"})
+# Words in an answer that say the liking or habit stopped, as core_words writes them.
+_STOPPED = (
+    "no longer", "anymore", "any more", "stopped", "quit", "gave up", "given up", "giving up",
+    "dislikes", "dislike", "hates", "doesn t like", "does not like", "don t like",
+    "not a fan", "never again", "done with",
+)  # fmt: skip
 
 
 def value_question(known: KnownFact, turn: TurnInput) -> str | None:
-    """The question for `known`, or None when it has no single current value to ask for."""
+    """The question for `known`: what its value is now, how the person feels about it now
+    when it is a liking, habit or hobby (`liking_question`), or None."""
+    if _felt(known):
+        return liking_question(known, turn)
     what = _what(known)
     if what is None or not known.value:
         return None
@@ -60,10 +82,27 @@ def value_question(known: KnownFact, turn: TurnInput) -> str | None:
     )
 
 
-def touched_facts(turn: TurnInput, items: Iterable[Any], *, limit: int) -> list[KnownFact]:
-    """The active known facts with one current value that the reply's items (kept or
-    dropped) touch, nearest the turn first, at most `limit`: an item shares a word of
-    substance with the fact (the person's name aside) or names its attribute."""
+def liking_question(known: KnownFact, turn: TurnInput) -> str:
+    """How the person feels now about a known liking, habit or hobby, the fact quoted."""
+    thing = known.value or known.attribute if known.type == "preference" else None
+    if known.type == "fact" and known.value and known.attribute:
+        thing = known.value  # a hobby's or a sport's value: "padel"
+    return Template(FEELING_NOW_TEMPLATE).substitute(
+        known=known.content.strip(),
+        user=turn.user_speaker,
+        message=turn.user_message.strip(),
+        thing=thing or known.content.strip().rstrip(".!"),
+    )
+
+
+def touched_facts(
+    turn: TurnInput, items: Iterable[Any], *, limit: int, likings: bool = True
+) -> list[KnownFact]:
+    """The active known facts there is a question for that the reply's items (kept or
+    dropped) touch, at most `limit`: an item shares a word of substance with the fact (the
+    person's name aside) or names its attribute. Those with one current value first, then
+    (`likings`) the likings, habits and hobbies, which the person's message may also touch;
+    nearest the turn first within each."""
     name = substance_words(turn.user_speaker)
     words: set[str] = set()
     attributes: set[str] = set()
@@ -75,15 +114,18 @@ def touched_facts(turn: TurnInput, items: Iterable[Any], *, limit: int) -> list[
             if isinstance(item.get(key), str) and item[key].strip():
                 attributes.add(canonical_attribute(item[key]))
     words -= name
-    touched = []
+    said = substance_words(turn.user_message) - name
+    valued, liked = [], []
     for known in turn.known_facts:
-        if known.id is None or known.ended or _what(known) is None:
+        if known.id is None or known.ended:
             continue
-        shares_words = bool((substance_words(known.content) - name) & words)
+        fact_words = substance_words(known.content) - name
         same_attribute = canonical_attribute(known.attribute or "-") in attributes
-        if shares_words or same_attribute:
-            touched.append(known)
-    return touched[:limit]
+        if _what(known) is not None and (fact_words & words or same_attribute):
+            valued.append(known)
+        elif likings and _felt(known) and (fact_words & (words | said) or same_attribute):
+            liked.append(known)
+    return [*valued, *liked][:limit]
 
 
 def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
@@ -91,6 +133,8 @@ def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | Non
     new value (the person's own words in the turn), or an ending when the answer is that
     none is left; tied to `known` so the writer retires it. None: unchanged, or a value
     the person did not say."""
+    if _felt(known):
+        return stopped_liking(known, now, turn)
     said = core_words(now)
     old = _relation(known) if known.type == "relationship" else (known.value or "")
     if said in NO_VALUE:
@@ -102,6 +146,25 @@ def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | Non
     if fact is not None:
         fact.link_ended_facts((known.id,) if known.id else ())
     return fact
+
+
+def stopped_liking(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
+    """The ending of a known liking, habit or hobby, when the answer how the person feels
+    about it now says it stopped: about the fact's own words ("Maya no longer likes flat
+    whites."), or a bare "dislikes" when the person's message names the fact's thing.
+    Anything else (the fact again, "sad about the injury") changes nothing."""
+    answer = padded_words(now)
+    if not any(f" {words} " in answer for words in _STOPPED):
+        return None
+    name = substance_words(turn.user_speaker)
+    theirs = substance_words(known.content) - name
+    about = substance_words(now) - name - {w for phrase in _STOPPED for w in phrase.split()}
+    if not about & theirs and (about or not substance_words(turn.user_message) & theirs):
+        return None
+    ending = _fact(known, turn, no_longer(known.content), None)
+    if ending is not None:
+        ending.link_ended_facts((known.id,) if known.id else ())
+    return ending
 
 
 def restates(fact: TypedFact, known: KnownFact) -> bool:
@@ -128,6 +191,16 @@ def _what(known: KnownFact) -> str | None:
     if attribute in MULTI_VALUED_ATTRIBUTES:
         return None
     return attribute.replace("_", " ")
+
+
+def _felt(known: KnownFact) -> bool:
+    """A liking, habit or hobby: no one value to ask for, but how the person feels now."""
+    if known.type == "preference":
+        return known.sentiment in _LIKED
+    if known.type != "fact":
+        return False
+    attribute = canonical_attribute(known.attribute) if known.attribute else None
+    return attribute is None or attribute in _FELT_ATTRIBUTES
 
 
 def _relation(known: KnownFact) -> str:
@@ -173,7 +246,12 @@ def _fact(known: KnownFact, turn: TurnInput, content: str, now: str | None) -> T
     old = known.value or ""
     fields: dict[str, dict[str, Any]] = {
         "identity": {"attribute": known.attribute, "value": now or old},
-        "fact": {"attribute": known.attribute, "value": now or old},
+        "fact": {"attribute": known.attribute, "value": now or old or None},
+        "preference": {
+            "topic": known.attribute or old,
+            "sentiment": known.sentiment,
+            "value": old,
+        },
         "decision": {"topic": known.attribute, "choice": now or old},
         "relationship": {"person": known.value, "relation": now or _relation(known)},
     }

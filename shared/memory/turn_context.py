@@ -85,4 +85,5 @@ def _known(row: Fact) -> KnownFact:
         id=row.id,
         ended=bool(details.get("ended")),
         slot=row.slot,
+        sentiment=str(details["sentiment"]) if details.get("sentiment") else None,
     )

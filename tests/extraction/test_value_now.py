@@ -181,3 +181,105 @@ def test_a_question_that_fails_changes_nothing(
     result = extractor.extract(TURN)
     assert [f.content for f in result.facts] == ["Sofia is vegan."]
     assert result.ending_checks == 0
+
+
+# A known liking, habit or hobby (no one value to ask for): how the person feels about it
+# now (llm-11).
+PADEL = KnownFact(type="fact", content="Georgia plays padel in a league.", id="f-padel")
+FLAT_WHITES = KnownFact(
+    type="preference", content="Georgia loves flat whites.", attribute="coffee",
+    value="flat whites", id="f-flat-white", slot="about:flat_whites", sentiment="likes",
+)  # fmt: skip
+PADEL_TURN = TurnInput(
+    user_message="ok padel is dead to me. tore my calf and bex moved to spain 😒",
+    assistant_message="Ouch, sorry about the calf. Will you find a new partner?",
+    session_date=TURN.session_date,
+    user_speaker="Georgia",
+    known_facts=(PADEL, FLAT_WHITES),
+)
+
+
+def test_a_hobby_the_persons_words_touch_is_asked_how_they_feel_and_ended(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # The reply names only the injury; the person's message names padel.
+    calf = _item("Georgia tore her calf.", type="fact", attribute="condition", value="torn calf")
+    scripted_llm.script("dead to me", {"facts": [calf]})
+    scripted_llm.script_value_now("padel", {"now": "Georgia no longer plays padel."})
+    result = extractor.extract(PADEL_TURN)
+
+    (question,) = _questions(scripted_llm)  # not the flat whites: nothing touched them
+    assert question.startswith("Known before this turn: Georgia plays padel in a league.\n")
+    assert question.endswith(
+        "How does Georgia feel about Georgia plays padel in a league now? "
+        'Answer with JSON only: {"now": "..."}'
+    )
+    ending = result.facts[0]
+    assert ending.ended and ending.ends_fact_ids == ("f-padel",)
+    assert ending.content == "It is no longer true that Georgia plays padel in a league."
+    assert result.ending_checks == 1 and result.values_changed == 1
+
+
+def test_the_fact_said_again_ends_nothing(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    again = _item("Georgia plays padel in a league.", type="fact", attribute=None, value=None)
+    scripted_llm.script("dead to me", {"facts": [again]})
+    result = extractor.extract(PADEL_TURN)  # unscripted, the model says the fact again
+    assert [f.content for f in result.facts] == ["Georgia plays padel in a league."]
+    assert result.ending_checks == 1 and result.values_changed == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "now", "ends"),
+    [
+        ("cold turkey on the flat whites 😭", "Georgia no longer likes flat whites.", True),
+        ("cold turkey on the flat whites 😭", "She has given up flat whites.", True),
+        ("cold turkey on the flat whites 😭", "dislikes", True),
+        # A bare "dislikes" ends only what the person's own words name.
+        ("cold turkey on the coffee 😭", "dislikes", False),
+        ("cold turkey on the flat whites 😭", "Georgia loves flat whites.", False),
+        # It stopped, but about something else.
+        ("cold turkey on the flat whites 😭", "Georgia is sad she no longer plays padel.", False),
+    ],
+)
+def test_a_liking_ends_when_the_answer_says_it_stopped(message: str, now: str, ends: bool) -> None:
+    turn = TurnInput(user_message=message, assistant_message=None,
+                     session_date=TURN.session_date, user_speaker="Georgia")  # fmt: skip
+    question = value_question(FLAT_WHITES, turn)
+    assert question is not None and "How does Georgia feel about flat whites now?" in question
+    ending = changed_fact(FLAT_WHITES, now, turn)
+    assert (ending is not None) == ends
+    if ending is not None:
+        assert ending.type == "preference" and ending.ended
+        assert ending.details["value"] == "flat whites" and ending.details["sentiment"] == "likes"
+        assert ending.ends_fact_ids == ("f-flat-white",)
+
+
+def test_a_dislike_a_pet_and_a_goal_are_not_asked_how_they_feel() -> None:
+    dislike = KnownFact(type="preference", content="Georgia hates running.", attribute="running",
+                        value="running", id="f-run", sentiment="dislikes")  # fmt: skip
+    goal = KnownFact(type="goal", content="Georgia wants to win the padel league.", id="f-goal")
+    turn = TurnInput(user_message="padel running and the cat, all done", assistant_message=None,
+                     session_date=TURN.session_date, user_speaker="Georgia",
+                     known_facts=(dislike, CAT, goal, PADEL))  # fmt: skip
+    assert touched_facts(turn, [], limit=5) == [PADEL]
+    assert touched_facts(turn, [], limit=5, likings=False) == []
+    assert value_question(dislike, turn) is None and value_question(goal, turn) is None
+
+
+def test_facts_with_one_value_are_asked_about_before_likings() -> None:
+    turn = TurnInput(user_message="padel", assistant_message=None, session_date=TURN.session_date,
+                     user_speaker="Sofia", known_facts=(PADEL, VEGAN))  # fmt: skip
+    items = [{"content": "Sofia is vegan and plays padel."}]
+    assert touched_facts(turn, items, limit=2) == [VEGAN, PADEL]
+    assert touched_facts(turn, items, limit=1) == [VEGAN]
+
+
+def test_liking_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    off = LLMExtractor(llm, ExtractionSettings(liking_checks=False))
+    scripted_llm.script("dead to me", {"facts": [_item("Georgia tore her calf.")]})
+    scripted_llm.script_value_now("padel", {"now": "Georgia no longer plays padel."})
+    result = off.extract(PADEL_TURN)
+    assert len(scripted_llm.chat_requests()) == 1 and result.ending_checks == 0
