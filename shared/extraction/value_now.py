@@ -17,8 +17,8 @@ short follow-up of the extraction's own conversation, so llama.cpp reads only it
 
 A known fact with no one value (a liking, a habit, a hobby: "Maya loves flat whites.",
 "Tariq goes bouldering.") is asked how the person feels about it now (llm-11). The model
-then wrote the ending itself for 8 of 13 such turns ("Maya no longer likes flat whites.",
-"he has given up running for good", "dislikes") and for none of 13 turns that leave the
+then wrote the ending itself for 7 of 13 such turns ("Maya no longer likes flat whites.",
+"he has given up running for good", "dislikes") and for none of 8 turns that leave the
 fact as it was; an answer that says it stopped, about the fact's own words, ends it.
 """
 
