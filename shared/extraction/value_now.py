@@ -66,6 +66,7 @@ _STOPPED = (
     "dislikes", "dislike", "hates", "doesn t like", "does not like", "don t like",
     "not a fan", "never again", "done with",
 )  # fmt: skip
+_STOPPED_WORDS = frozenset(word for phrase in _STOPPED for word in phrase.split())
 
 
 def value_question(known: KnownFact, turn: TurnInput) -> str | None:
@@ -84,14 +85,13 @@ def value_question(known: KnownFact, turn: TurnInput) -> str | None:
 
 def liking_question(known: KnownFact, turn: TurnInput) -> str:
     """How the person feels now about a known liking, habit or hobby, the fact quoted."""
-    thing = known.value or known.attribute if known.type == "preference" else None
-    if known.type == "fact" and known.value and known.attribute:
-        thing = known.value  # a hobby's or a sport's value: "padel"
+    # A liking's or a hobby's value ("flat whites", "padel"); else the fact's sentence.
+    named = known.type == "preference" or known.attribute
     return Template(FEELING_NOW_TEMPLATE).substitute(
         known=known.content.strip(),
         user=turn.user_speaker,
         message=turn.user_message.strip(),
-        thing=thing or known.content.strip().rstrip(".!"),
+        thing=(known.value if named else None) or known.content.strip().rstrip(".!"),
     )
 
 
@@ -131,14 +131,16 @@ def touched_facts(
 def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
     """What the turn changed about `known`, given the model's answer `now`: a fact with the
     new value (the person's own words in the turn), or an ending when the answer is that
-    none is left; tied to `known` so the writer retires it. None: unchanged, or a value
-    the person did not say."""
-    if _felt(known):
-        return stopped_liking(known, now, turn)
+    none is left (for a liking, habit or hobby: that it stopped); tied to `known` so the
+    writer retires it. None: unchanged, or a value the person did not say."""
     said = core_words(now)
     old = _relation(known) if known.type == "relationship" else (known.value or "")
-    if said in NO_VALUE:
+    if _felt(known):
+        if not _says_stopped(known, now, turn):
+            return None
         fact: TypedFact | None = _fact(known, turn, no_longer(known.content), None)
+    elif said in NO_VALUE:
+        fact = _fact(known, turn, no_longer(known.content), None)
     elif _same(said, core_words(old), known) or not _said_in_turn(said, turn):
         return None
     else:
@@ -148,23 +150,20 @@ def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | Non
     return fact
 
 
-def stopped_liking(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
-    """The ending of a known liking, habit or hobby, when the answer how the person feels
-    about it now says it stopped: about the fact's own words ("Maya no longer likes flat
-    whites."), or a bare "dislikes" when the person's message names the fact's thing.
-    Anything else (the fact again, "sad about the injury") changes nothing."""
+def _says_stopped(known: KnownFact, now: str, turn: TurnInput) -> bool:
+    """Whether the answer how the person feels now about a known liking, habit or hobby
+    says it stopped: about the fact's own words ("Maya no longer likes flat whites."), or a
+    bare "dislikes" when the person's message names the fact's thing. Not the fact again,
+    and not "sad she no longer plays padel" asked about flat whites."""
     answer = padded_words(now)
     if not any(f" {words} " in answer for words in _STOPPED):
-        return None
+        return False
     name = substance_words(turn.user_speaker)
     theirs = substance_words(known.content) - name
-    about = substance_words(now) - name - {w for phrase in _STOPPED for w in phrase.split()}
-    if not about & theirs and (about or not substance_words(turn.user_message) & theirs):
-        return None
-    ending = _fact(known, turn, no_longer(known.content), None)
-    if ending is not None:
-        ending.link_ended_facts((known.id,) if known.id else ())
-    return ending
+    about = substance_words(now) - name - _STOPPED_WORDS
+    if about:
+        return bool(about & theirs)
+    return bool(substance_words(turn.user_message) & theirs)
 
 
 def restates(fact: TypedFact, known: KnownFact) -> bool:
