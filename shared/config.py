@@ -223,6 +223,10 @@ class ExtractionSettings(BaseModel):
     # now? An answer that says it stopped ends it (llm-11). Within ending_checks_per_turn,
     # after the facts with one value.
     liking_checks: bool = True
+    # Whether they also cover the person's known active goals the turn touched: what is the
+    # goal now? An answer that says it stopped ends it (llm-12). Within ending_checks_per_turn,
+    # beside the likings.
+    goal_checks: bool = True
 
 
 class CompressionSettings(BaseModel):

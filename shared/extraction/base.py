@@ -32,12 +32,13 @@ class KnownFact:
 
     type: str
     content: str
-    attribute: str | None = None  # identity/fact attribute, preference/decision topic
+    attribute: str | None = None  # identity/fact attribute, preference/decision topic, goal
     value: str | None = None
     id: str | None = None  # the stored fact: what an ending that names it retires
     ended: bool = False  # the fact states that something ended ("Ana quit Siemens.")
     slot: str | None = None  # the stored fact's belief slot ("employer"), when it has one
     sentiment: str | None = None  # a preference's: likes, dislikes, prefers or avoids
+    status: str | None = None  # a goal's: active, achieved or abandoned
 
 
 # The API's default speaker names, case-folded: no name to put in a fact.

@@ -117,6 +117,7 @@ class LLMExtractor:
             items,
             limit=self.settings.ending_checks_per_turn,
             likings=self.settings.liking_checks,
+            goals=self.settings.goal_checks,
         )
         for known in (k for k in touched if k.id not in linked):
             question = value_question(known, turn)

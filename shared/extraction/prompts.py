@@ -18,7 +18,9 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # reply whose every item was dropped is answered with why, and the model asked again.
 # llm-10: the known facts a reply touched are asked for their value now (ADR 0032). llm-11:
 # a known liking, habit or hobby the turn touched is asked how the person feels about it now.
-EXTRACTOR_VERSION = "llm-11"
+# llm-12: a known active goal the turn touched is asked what the person's goal is now; a
+# changed value's sentence says the value it replaced.
+EXTRACTOR_VERSION = "llm-12"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.
@@ -169,6 +171,14 @@ Known before this turn: $known
 In this turn $user said: "$message"
 How does $user feel about $thing now? Answer with JSON only: {"now": "..."}"""
 
+# The same follow-up for a known active goal (llm-12). Asked what the goal is now, the 1.5B
+# model wrote "Grace is not running the Edinburgh marathon in May anymore."; asked its
+# status or how the person feels, it answered "achieved" or "disappointed" whatever was said.
+GOAL_NOW_TEMPLATE = """\
+Known before this turn: $user's goal was "$goal".
+In this turn $user said: "$message"
+What is $user's goal now? Answer with JSON only: {"now": "..."}"""
+
 
 def build_extraction_messages(turn: TurnInput, *, max_facts: int = 10) -> tuple[str, str]:
     """The (system, user) messages for one extraction call: the static system prompt first,
@@ -229,7 +239,7 @@ def prompt_hash() -> str:
     """Identifies the extraction prompt: changes whenever its templates or schema change."""
     digest = hashlib.sha256()
     templates = (EXTRACTION_SYSTEM_PROMPT, EXTRACTION_USER_TEMPLATE, _ASSISTANT_BLOCK)
-    follow_ups = (ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE, FEELING_NOW_TEMPLATE)
+    follow_ups = (ASK_AGAIN_TEMPLATE, VALUE_NOW_TEMPLATE, FEELING_NOW_TEMPLATE, GOAL_NOW_TEMPLATE)
     for part in (*templates, _EARLIER_BLOCK, _KNOWN_BLOCK, *follow_ups):
         digest.update(part.encode())
         digest.update(b"\0")

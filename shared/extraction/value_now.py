@@ -20,6 +20,12 @@ A known fact with no one value (a liking, a habit, a hobby: "Maya loves flat whi
 then wrote the ending itself for 7 of 13 such turns ("Maya no longer likes flat whites.",
 "he has given up running for good", "dislikes") and for none of 8 turns that leave the
 fact as it was; an answer that says it stopped, about the fact's own words, ends it.
+
+A known active goal ("Grace is running the Edinburgh marathon.") is asked what the person's
+goal is now (llm-12). Asked its status, the model answered "achieved" for 12 of 13 turns,
+whatever they said; asked how the person felt, "disappointed". Asked what the goal is now,
+it said the goal again for the turns that leave it, and "Grace is not running the
+Edinburgh marathon in May anymore." for one that ends it; the same reading then ends it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pydantic import ValidationError
 
 from shared.extraction.base import KnownFact, TurnInput
 from shared.extraction.checks import no_longer, padded_words, substance_words
-from shared.extraction.prompts import FEELING_NOW_TEMPLATE, VALUE_NOW_TEMPLATE
+from shared.extraction.prompts import FEELING_NOW_TEMPLATE, GOAL_NOW_TEMPLATE, VALUE_NOW_TEMPLATE
 from shared.extraction.schemas import (
     MULTI_VALUED_ATTRIBUTES,
     TypedFact,
@@ -67,13 +73,20 @@ _STOPPED = (
     "not a fan", "never again", "done with",
 )  # fmt: skip
 _STOPPED_WORDS = frozenset(word for phrase in _STOPPED for word in phrase.split())
+# Longer values are the person's whole sentence, not a value a changed fact could name.
+_NAMED_OLD_VALUE_WORDS = 6
 
 
 def value_question(known: KnownFact, turn: TurnInput) -> str | None:
     """The question for `known`: what its value is now, how the person feels about it now
-    when it is a liking, habit or hobby (`liking_question`), or None."""
+    when it is a liking, habit or hobby (`liking_question`), what the goal is now when it
+    is an active goal, or None."""
     if _felt(known):
         return liking_question(known, turn)
+    if _open_goal(known):
+        return Template(GOAL_NOW_TEMPLATE).substitute(
+            user=turn.user_speaker, goal=known.attribute, message=turn.user_message.strip()
+        )
     what = _what(known)
     if what is None or not known.value:
         return None
@@ -96,13 +109,18 @@ def liking_question(known: KnownFact, turn: TurnInput) -> str:
 
 
 def touched_facts(
-    turn: TurnInput, items: Iterable[Any], *, limit: int, likings: bool = True
+    turn: TurnInput,
+    items: Iterable[Any],
+    *,
+    limit: int,
+    likings: bool = True,
+    goals: bool = True,
 ) -> list[KnownFact]:
     """The active known facts there is a question for that the reply's items (kept or
     dropped) touch, at most `limit`: an item shares a word of substance with the fact (the
     person's name aside) or names its attribute. Those with one current value first, then
-    (`likings`) the likings, habits and hobbies, which the person's message may also touch;
-    nearest the turn first within each."""
+    (`likings`) the likings, habits and hobbies and (`goals`) the active goals, which the
+    person's message may also touch; nearest the turn first within each."""
     name = substance_words(turn.user_speaker)
     words: set[str] = set()
     attributes: set[str] = set()
@@ -123,7 +141,9 @@ def touched_facts(
         same_attribute = canonical_attribute(known.attribute or "-") in attributes
         if _what(known) is not None and (fact_words & words or same_attribute):
             valued.append(known)
-        elif likings and _felt(known) and (fact_words & (words | said) or same_attribute):
+        elif ((likings and _felt(known)) or (goals and _open_goal(known))) and (
+            fact_words & (words | said) or same_attribute
+        ):
             liked.append(known)
     return [*valued, *liked][:limit]
 
@@ -131,12 +151,14 @@ def touched_facts(
 def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
     """What the turn changed about `known`, given the model's answer `now`: a fact with the
     new value (the person's own words in the turn), or an ending when the answer is that
-    none is left (for a liking, habit or hobby: that it stopped); tied to `known` so the
+    none is left (for a liking, habit, hobby or goal: that it stopped); tied to `known` so the
     writer retires it. None: unchanged, or a value the person did not say."""
     said = core_words(now)
     old = _relation(known) if known.type == "relationship" else (known.value or "")
-    if _felt(known):
-        if not _says_stopped(known, now, turn):
+    if _felt(known) or _open_goal(known):
+        # A goal asked what it is now may also be answered that there is none.
+        no_goal = _open_goal(known) and bool(said) and said in NO_VALUE
+        if not (no_goal or _says_stopped(known, now, turn)):
             return None
         fact: TypedFact | None = _fact(known, turn, no_longer(known.content), None)
     elif said in NO_VALUE:
@@ -202,6 +224,11 @@ def _felt(known: KnownFact) -> bool:
     return attribute is None or attribute in _FELT_ATTRIBUTES
 
 
+def _open_goal(known: KnownFact) -> bool:
+    """A goal still pursued, with the goal itself to ask about."""
+    return known.type == "goal" and bool(known.attribute) and known.status in (None, "active")
+
+
 def _relation(known: KnownFact) -> str:
     """A relationship's relation, from its slot ("brother:aiden")."""
     return (known.slot or "").partition(":")[0].replace("_", " ")
@@ -227,10 +254,15 @@ def _said_in_turn(said: str, turn: TurnInput) -> bool:
 
 
 def _sentence(known: KnownFact, turn: TurnInput, now: str) -> str:
+    """The changed fact, saying the value it replaced when that is a short value: "Sofia's
+    diet is pescatarian, no longer vegan." (a search for "vegan" finds the change)."""
     user, now = turn.user_speaker, now.strip().rstrip(".")
     if known.type == "relationship":
         return f"{known.value} is {user}'s {now}."
-    return f"{user}'s {_what(known)} is {now}."
+    old = (known.value or "").strip().rstrip(".")
+    if not old or len(old.split()) > _NAMED_OLD_VALUE_WORDS:
+        return f"{user}'s {_what(known)} is {now}."
+    return f"{user}'s {_what(known)} is {now}, no longer {old}."
 
 
 def _fact(known: KnownFact, turn: TurnInput, content: str, now: str | None) -> TypedFact | None:
@@ -252,6 +284,7 @@ def _fact(known: KnownFact, turn: TurnInput, content: str, now: str | None) -> T
             "value": old,
         },
         "decision": {"topic": known.attribute, "choice": now or old},
+        "goal": {"goal": known.attribute, "status": "abandoned"},
         "relationship": {"person": known.value, "relation": now or _relation(known)},
     }
     try:

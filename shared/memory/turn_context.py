@@ -75,7 +75,7 @@ def known_facts(
 
 def _known(row: Fact) -> KnownFact:
     details = row.details or {}
-    attribute = details.get("attribute") or details.get("topic")
+    attribute = details.get("attribute") or details.get("topic") or details.get("goal")
     value = details.get("value") or details.get("choice") or details.get("person")
     return KnownFact(
         type=row.type,
@@ -86,4 +86,5 @@ def _known(row: Fact) -> KnownFact:
         ended=bool(details.get("ended")),
         slot=row.slot,
         sentiment=str(details["sentiment"]) if details.get("sentiment") else None,
+        status=str(details["status"]) if details.get("status") else None,
     )

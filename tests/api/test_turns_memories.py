@@ -387,10 +387,38 @@ def test_a_change_the_model_only_restates_is_found_by_asking_what_the_value_is_n
     assert job["status"] == "done" and job["facts_superseded"] == 1
     assert job["ending_checks"] == 1 and job["values_changed"] == 1
     active = {m["content"] for m in client.get("/v1/users/sofia/memories").json()["data"]}
-    assert active == {"Sofia's diet is pescatarian."}
+    changed = "Sofia's diet is pescatarian, no longer vegan."
+    assert active == {changed}
     with Session(runtime.engine) as session:
         rows = {row.content: row for row in session.exec(select(Fact)).all()}
-    assert rows["Sofia is vegan."].superseded_by == rows["Sofia's diet is pescatarian."].id
+    assert rows["Sofia is vegan."].superseded_by == rows[changed].id
+
+
+def test_a_goal_the_turn_ends_is_found_by_asking_what_the_goal_is_now(
+    client: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    """The model writes only the injury; asked what Grace's goal is now (llm-12), it says
+    she is not running it anymore: the goal is retired and an abandoned one is kept."""
+
+    def say(text: str) -> dict[str, Any]:
+        body = f.turn("grace", text, speaker="Grace")
+        return wait_job(client, post_turn(client, "s1", body)["job_id"])
+
+    marathon = f.goal(
+        "Grace", "run the Edinburgh marathon", "Grace is running the Edinburgh marathon."
+    )
+    scripted_llm.script("signed up", f.facts(marathon))
+    foot = f.identity("Grace", "injury", "stress fracture", "Grace has a stress fracture.")
+    scripted_llm.script("deffo off", f.facts(foot))
+    scripted_llm.script_value_now("goal", {"now": "Grace is not running the marathon anymore."})
+
+    say("signed up for the edinburgh marathon in may!!")
+    job = say("stress fracture 😭 no running for 8 wks so marathon is deffo off")
+
+    assert job["status"] == "done" and job["ending_checks"] == 1 and job["values_changed"] == 1
+    active = {m["content"] for m in client.get("/v1/users/grace/memories").json()["data"]}
+    assert "Grace is running the Edinburgh marathon." not in active
+    assert "Grace has a stress fracture." in active
 
 
 def test_a_plain_server_error_is_retried_as_before(

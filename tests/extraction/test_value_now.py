@@ -3,6 +3,7 @@ the known facts the turn's reply touched."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -73,12 +74,12 @@ def test_a_new_value_in_the_persons_words_replaces_the_known_fact_it_touched(
     extraction, asked = scripted_llm.chat_requests()
     assert asked["messages"][:2] == extraction["messages"]
     changed = result.facts[0]
-    assert changed.content == "Sofia's diet is pescatarian."
+    assert changed.content == "Sofia's diet is pescatarian, no longer vegan."
     assert changed.details["attribute"] == "diet" and changed.details["value"] == "pescatarian"
     assert changed.ends_fact_ids == ("f-vegan",) and not changed.ended
     # The restatement is dropped: written after the change it would keep "vegan" believed.
     assert [f.content for f in result.facts] == [
-        "Sofia's diet is pescatarian.",
+        "Sofia's diet is pescatarian, no longer vegan.",
         "Sofia has anemia.",
     ]
     assert result.ending_checks == 1 and result.values_changed == 1
@@ -283,3 +284,103 @@ def test_liking_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
     scripted_llm.script_value_now("padel", {"now": "Georgia no longer plays padel."})
     result = off.extract(PADEL_TURN)
     assert len(scripted_llm.chat_requests()) == 1 and result.ending_checks == 0
+
+
+# A known active goal the turn touched is asked what the goal is now (llm-12).
+MARATHON = KnownFact(
+    type="goal", content="Grace is running the Edinburgh marathon in May.",
+    attribute="run the Edinburgh marathon", id="f-marathon", slot="run_edinburgh_marathon",
+    status="active",
+)  # fmt: skip
+FRACTURE_TURN = TurnInput(
+    user_message="stress fracture 😭 physio says no running for 8 wks so marathon is deffo off",
+    assistant_message="I'm so sorry, Grace. Will you defer to next year?",
+    session_date=TURN.session_date,
+    user_speaker="Grace",
+    known_facts=(MARATHON,),
+)
+
+
+def test_a_goal_the_persons_words_touch_is_asked_what_it_is_now_and_ended(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    foot = _item("Grace has a stress fracture in her foot.", type="fact", attribute="injury",
+                 value="stress fracture")  # fmt: skip
+    scripted_llm.script("deffo off", {"facts": [foot]})
+    scripted_llm.script_value_now(
+        "goal", {"now": "Grace is not running the Edinburgh marathon in May anymore."}
+    )
+    result = extractor.extract(FRACTURE_TURN)
+
+    (question,) = _questions(scripted_llm)
+    assert question.startswith(
+        'Known before this turn: Grace\'s goal was "run the Edinburgh marathon".\n'
+    )
+    assert question.endswith('What is Grace\'s goal now? Answer with JSON only: {"now": "..."}')
+    ending = result.facts[0]
+    assert ending.type == "goal" and ending.ended and ending.ends_fact_ids == ("f-marathon",)
+    assert ending.details["goal"] == "run the Edinburgh marathon"
+    assert ending.details["status"] == "abandoned"
+    assert ending.content == (
+        "It is no longer true that Grace is running the Edinburgh marathon in May."
+    )
+    assert result.ending_checks == 1 and result.values_changed == 1
+
+
+def test_the_goal_said_again_ends_nothing(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("deffo off", {"facts": [_item("Grace hurt her foot.", type="fact")]})
+    result = extractor.extract(FRACTURE_TURN)  # unscripted, the model says the goal again
+    assert [f.content for f in result.facts] == ["Grace hurt her foot."]
+    assert result.ending_checks == 1 and result.values_changed == 0
+
+
+@pytest.mark.parametrize(
+    ("now", "ends"),
+    [
+        ("Grace is not running the Edinburgh marathon in May anymore.", True),
+        ("She gave up on the marathon.", True),
+        ("none", True),
+        ("run the Edinburgh marathon", False),
+        ("Grace wants to run the Edinburgh marathon next year.", False),
+        # It stopped, but about something else.
+        ("Grace no longer goes to the gym.", False),
+    ],
+)
+def test_a_goal_ends_when_the_answer_says_it_stopped(now: str, ends: bool) -> None:
+    assert (changed_fact(MARATHON, now, FRACTURE_TURN) is not None) == ends
+
+
+def test_a_goal_reached_or_dropped_is_not_asked_again(scripted_llm: ScriptedLLM) -> None:
+    done = dataclasses.replace(MARATHON, status="achieved")
+    turn = dataclasses.replace(FRACTURE_TURN, known_facts=(done,))
+    assert touched_facts(turn, [], limit=2) == [] and value_question(done, turn) is None
+    assert touched_facts(FRACTURE_TURN, [], limit=2) == [MARATHON]
+    assert touched_facts(FRACTURE_TURN, [], limit=2, goals=False) == []
+
+
+def test_goal_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    off = LLMExtractor(llm, ExtractionSettings(goal_checks=False))
+    scripted_llm.script("deffo off", {"facts": [_item("Grace hurt her foot.", type="fact")]})
+    result = off.extract(FRACTURE_TURN)
+    assert len(scripted_llm.chat_requests()) == 1 and result.ending_checks == 0
+
+
+@pytest.mark.parametrize(
+    ("old", "content"),
+    [
+        ("junior", "Liam's level is mid level, no longer junior."),
+        # A value that is the person's whole sentence is not said again.
+        ("junior dev at a fintech 2nd yr my manager hints", "Liam's level is mid level."),
+    ],
+)
+def test_a_changed_value_says_the_short_value_it_replaced(old: str, content: str) -> None:
+    level = KnownFact(type="identity", content=f"Liam is {old}.", attribute="level", value=old,
+                      id="f-level", slot="level")  # fmt: skip
+    turn = TurnInput(user_message="GOT PROMOTED TO MID LEVEL!!! 🎉", assistant_message=None,
+                     session_date=TURN.session_date, user_speaker="Liam")  # fmt: skip
+    changed = changed_fact(level, "mid level", turn)
+    assert changed is not None and changed.content == content
+    assert changed.details["value"] == "mid level" and changed.ends_fact_ids == ("f-level",)
