@@ -22,7 +22,7 @@ then wrote the ending itself for 7 of 13 such turns ("Maya no longer likes flat 
 fact as it was; an answer that says it stopped, about the fact's own words, ends it.
 
 A known active goal ("Grace is running the Edinburgh marathon.") is asked what the person's
-goal is now (llm-12). Asked its status, the model answered "achieved" for 12 of 13 turns,
+goal is now (llm-12). Asked its status, the model answered "achieved" for 13 of 13 turns,
 whatever they said; asked how the person felt, "disappointed". Asked what the goal is now,
 it said the goal again for the turns that leave it, and "Grace is not running the
 Edinburgh marathon in May anymore." for one that ends it; the same reading then ends it.

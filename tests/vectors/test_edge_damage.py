@@ -104,7 +104,7 @@ def _engine_alone(folder: Path) -> str:
 
 
 # name → (the damage, what the engine alone does with it)
-DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+DAMAGE: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
     "config garbage": (lambda s: _garbage(s / "edge_config.json", 40), "load error"),
     "config missing": (lambda s: (s / "edge_config.json").unlink(), "loads"),
     "segment.json garbage": (lambda s: _garbage(_segment(s) / "segment.json", 60), "load error"),
@@ -128,9 +128,11 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
         lambda s: os.truncate(_segment(s) / "vector_storage/vectors/chunk_0.mmap", 0),
         "loads, reads fail",
     ),
+    # Whether the engine's first read touches the garbage page varies from run to run (one
+    # CI run of 40 read it cleanly): either way, the store refuses the shard.
     "payload pages garbage": (
         lambda s: _garbage(_segment(s) / "payload_storage/page_0.dat"),
-        "loads, reads fail",
+        ("loads, reads fail", "loads"),
     ),
     "WAL header garbage": (lambda s: _garbage(s / "wal/open-1", 64), "load error"),
     "WAL index garbage": (lambda s: _garbage(s / "wal/first-index", 15), "load error"),
@@ -142,7 +144,9 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
 def test_a_damaged_shard_is_refused_naming_it_and_the_rebuild(root: Path, damage: str) -> None:
     harm, engine_alone = DAMAGE[damage]
     harm(root / DAMAGED)
-    assert _unguarded(root / DAMAGED) == engine_alone
+    assert _unguarded(root / DAMAGED) in (
+        engine_alone if isinstance(engine_alone, tuple) else (engine_alone,)
+    )
     store = EdgeVectorStore(path=str(root))
     try:
         assert store.list_collections() == [DAMAGED, HEALTHY]  # listed, so it can be dropped
