@@ -155,10 +155,10 @@ def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | Non
     writer retires it. None: unchanged, or a value the person did not say."""
     said = core_words(now)
     old = _relation(known) if known.type == "relationship" else (known.value or "")
-    if _felt(known) or _open_goal(known):
-        # A goal asked what it is now may also be answered that there is none.
-        no_goal = _open_goal(known) and bool(said) and said in NO_VALUE
-        if not (no_goal or _says_stopped(known, now, turn)):
+    goal = _open_goal(known)
+    if _felt(known) or goal:
+        # No value to compare: it ended when the answer says so (a goal: or that none is left).
+        if not ((goal and said and said in NO_VALUE) or _says_stopped(known, now, turn)):
             return None
         fact: TypedFact | None = _fact(known, turn, no_longer(known.content), None)
     elif said in NO_VALUE:
