@@ -227,6 +227,12 @@ class ExtractionSettings(BaseModel):
     # goal now? An answer that says it stopped ends it (llm-12). Within ending_checks_per_turn,
     # beside the likings.
     goal_checks: bool = True
+    # Whether a known fact the person's message names (a word of substance in common) is
+    # asked whether it is still true, the answer decoded as "yes" or "no", when no question
+    # above covers it (a goal, an allergy, a decision, a fact of several values) or its value
+    # question changed nothing; "no" ends it (llm-13). Within ending_checks_per_turn; the
+    # facts the message names are asked about first.
+    still_true_checks: bool = True
 
 
 class CompressionSettings(BaseModel):

@@ -259,7 +259,10 @@ class ScriptedLLM:
         with self._lock:
             scripts = list(self._value_scripts)
         # Unscripted, nothing changed: the known value, or (asked how the person feels
-        # about a liking) the known fact said again, as the real small model does.
+        # about a liking) the known fact said again, as the real small model does; asked
+        # whether the fact is still true, "yes".
+        if 'or {"now": "no"}' in question:
+            return _scripted(scripts, question) or json.dumps({"now": "yes"})
         known = re.search(r'was "(.*)"\.\n', question) or re.search(
             r"^Known before this turn: (.*)\n", question
         )

@@ -33,12 +33,10 @@ from shared.extraction.prompts import (
 )
 from shared.extraction.schemas import TypedFact, strict_json_schema
 from shared.extraction.value_now import (
-    VALUE_NOW_SCHEMA,
     VALUE_NOW_SCHEMA_NAME,
-    changed_fact,
+    follow_ups,
     restates,
     touched_facts,
-    value_question,
 )
 from shared.llm.client import LLMClient, LLMReply, MalformedOutput
 from shared.llm.prompts import json_mode_instructions
@@ -106,29 +104,37 @@ class LLMExtractor:
     def _ask_values_now(self, turn: TurnInput, reply: LLMReply, result: ExtractionResult) -> None:
         """Asks, in follow-ups of `reply`'s conversation, what the value of each known fact
         the reply touched is now, or how the person feels now about a liking, habit or
-        hobby (ADR 0032). A new value in the person's own words is added to `result` as a
-        fact tied to the known one (the writer retires it), "none" (or a feeling that says
-        it stopped) as its ending, and the turn's items restating it are dropped. Each
-        follow-up's cost is the turn's; one that fails changes nothing."""
+        hobby, or whether a fact the person's message names is still true (ADR 0032). A new
+        value in the person's own words is added to `result` as a fact tied to the known
+        one (the writer retires it), "none", a feeling that says it stopped or "no" as its
+        ending, and the turn's items restating it are dropped. At most
+        `ending_checks_per_turn` questions; each one's cost is the turn's; one that fails
+        changes nothing."""
         items = _facts_of(reply)
         linked = {fact_id for fact in result.facts for fact_id in fact.ends_fact_ids}
+        goals, still_true = self.settings.goal_checks, self.settings.still_true_checks
         touched = touched_facts(
-            turn,
-            items,
-            limit=self.settings.ending_checks_per_turn,
-            likings=self.settings.liking_checks,
-            goals=self.settings.goal_checks,
+            turn, items, likings=self.settings.liking_checks, goals=goals, still_true=still_true
         )
-        for known in (k for k in touched if k.id not in linked):
-            question = value_question(known, turn)
-            if question is None:
-                continue
+        questions = (
+            question
+            for known in touched
+            if known.id not in linked
+            for question in follow_ups(known, turn, goals=goals, still_true=still_true)
+        )
+        asked, done = 0, set()
+        for question in questions:
+            if asked >= self.settings.ending_checks_per_turn:
+                break
+            if question.known.id in done:
+                continue  # an earlier question about it changed it
+            asked += 1
             answer = self._ask_again(
                 reply,
-                question,
-                schema=VALUE_NOW_SCHEMA,
+                question.text,
+                schema=question.schema,
                 schema_name=VALUE_NOW_SCHEMA_NAME,
-                decoding_schema=VALUE_NOW_SCHEMA,
+                decoding_schema=question.schema,
                 max_tokens=VALUE_NOW_MAX_TOKENS,
                 answer=_shown_answer(items),
             )
@@ -139,11 +145,13 @@ class LLMExtractor:
             result.completion_tokens += answer.completion_tokens
             result.llm_ms += answer.latency_ms
             now = answer.data.get("now") if isinstance(answer.data, dict) else None
-            changed = changed_fact(known, now, turn) if isinstance(now, str) else None
+            changed = question.answer_fact(now, turn) if isinstance(now, str) else None
             if changed is not None:
+                known = question.known
                 kept = [fact for fact in result.facts if not restates(fact, known)]
                 result.facts = [changed, *kept][: self.settings.max_facts_per_turn]
                 result.values_changed += 1
+                done.add(known.id)
 
     def _asked_again(
         self, turn: TurnInput, reply: LLMReply, first: ExtractionResult

@@ -26,11 +26,19 @@ goal is now (llm-12). Asked its status, the model answered "achieved" for 13 of 
 whatever they said; asked how the person felt, "disappointed". Asked what the goal is now,
 it said the goal again for the turns that leave it, and "Grace is not running the
 Edinburgh marathon in May anymore." for one that ends it; the same reading then ends it.
+
+A known fact the person's own message names is asked whether it is still true, the answer
+decoded as "yes" or "no" (llm-13), when no question above covers it (a goal, an allergy, a
+decision, a fact of several values) or its value question changed nothing ("LEEDS not
+leicester" answered "Leicester"). Asked after the extraction, with the fact quoted, the
+model answered "no" for 6 of 11 turns that end or correct the fact and "yes" for all 10
+that leave it; "no" ends it. The facts the message names are asked about first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from string import Template
 from typing import Any
 
@@ -38,7 +46,12 @@ from pydantic import ValidationError
 
 from shared.extraction.base import KnownFact, TurnInput
 from shared.extraction.checks import no_longer, padded_words, substance_words
-from shared.extraction.prompts import FEELING_NOW_TEMPLATE, GOAL_NOW_TEMPLATE, VALUE_NOW_TEMPLATE
+from shared.extraction.prompts import (
+    FEELING_NOW_TEMPLATE,
+    GOAL_NOW_TEMPLATE,
+    STILL_TRUE_TEMPLATE,
+    VALUE_NOW_TEMPLATE,
+)
 from shared.extraction.schemas import (
     MULTI_VALUED_ATTRIBUTES,
     TypedFact,
@@ -54,6 +67,13 @@ VALUE_NOW_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 VALUE_NOW_SCHEMA_NAME = "value_now"
+# The still-true question's answer: one of two words, decoded so (llm-13).
+STILL_TRUE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"now": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["now"],
+    "additionalProperties": False,
+}
 # Answers that say the value is gone: the known fact ended, and nothing replaces it.
 NO_VALUE = frozenset({"", "none", "nothing", "no", "0", "zero", "n a", "null", "no one", "nobody"})
 # The types whose known facts have one current value a question can ask for (a preference's
@@ -75,6 +95,73 @@ _STOPPED = (
 _STOPPED_WORDS = frozenset(word for phrase in _STOPPED for word in phrase.split())
 # Longer values are the person's whole sentence, not a value a changed fact could name.
 _NAMED_OLD_VALUE_WORDS = 6
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """One question about a known fact, and the schema its answer is decoded with."""
+
+    known: KnownFact
+    text: str
+    still_true: bool = False  # the yes/no question, read by `ended_by`
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return STILL_TRUE_SCHEMA if self.still_true else VALUE_NOW_SCHEMA
+
+    def answer_fact(self, now: str, turn: TurnInput) -> TypedFact | None:
+        """What the answer changed (`changed_fact`, `ended_by`), or None."""
+        if self.still_true:
+            return ended_by(self.known, now, turn)
+        return changed_fact(self.known, now, turn)
+
+
+def follow_ups(
+    known: KnownFact, turn: TurnInput, *, goals: bool = True, still_true: bool = True
+) -> list[FollowUp]:
+    """The questions for `known`, in order; the next is asked only when the one before
+    changed nothing. A liking, habit or hobby: how the person feels now. A fact with one
+    value: its value now, then (`still_true`, the message naming it) whether it is still
+    true. Any other fact the message names: whether it is still true (`still_true`); an
+    active goal it does not name: what the goal is now (`goals`)."""
+    if _felt(known):
+        return [FollowUp(known, liking_question(known, turn))]
+    named = still_true and names_fact(turn, known)
+    questions = []
+    # A goal the message names is only asked whether it is still true: asked what the
+    # goal is now, the model said the goal again on the turns that ended it.
+    asks_value = not _open_goal(known) or (goals and not named)
+    if asks_value and (text := value_question(known, turn)) is not None:
+        questions.append(FollowUp(known, text))
+    if named:
+        text = Template(STILL_TRUE_TEMPLATE).substitute(
+            known=known.content.strip(), user=turn.user_speaker, message=turn.user_message.strip()
+        )
+        questions.append(FollowUp(known, text, still_true=True))
+    return questions
+
+
+def names_fact(turn: TurnInput, known: KnownFact) -> bool:
+    """The person's message in the turn shares a word of substance with the known fact,
+    the person's name aside: "ok padel is dead to me" names "Georgia plays padel."."""
+    name = substance_words(turn.user_speaker)
+    return bool((substance_words(known.content) - name) & substance_words(turn.user_message))
+
+
+def ended_by(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
+    """The ending of `known` when the answer whether it is still true is "no", tied to it
+    so the writer retires it; else None. "No" does not say whether the fact ended or was
+    never true ("LEEDS not leicester"), and the sentence says so."""
+    if core_words(now) != "no":
+        return None
+    fact = _fact(known, turn, f"It is not (or no longer) true that {_clause(known)}.", None)
+    if fact is not None:
+        fact.link_ended_facts((known.id,) if known.id else ())
+    return fact
+
+
+def _clause(known: KnownFact) -> str:
+    return known.content.strip().rstrip(".!")
 
 
 def value_question(known: KnownFact, turn: TurnInput) -> str | None:
@@ -112,15 +199,19 @@ def touched_facts(
     turn: TurnInput,
     items: Iterable[Any],
     *,
-    limit: int,
+    limit: int | None = None,
     likings: bool = True,
     goals: bool = True,
+    still_true: bool = False,
 ) -> list[KnownFact]:
     """The active known facts there is a question for that the reply's items (kept or
     dropped) touch, at most `limit`: an item shares a word of substance with the fact (the
-    person's name aside) or names its attribute. Those with one current value first, then
+    person's name aside) or names its attribute. Those with one current value, then
     (`likings`) the likings, habits and hobbies and (`goals`) the active goals, which the
-    person's message may also touch; nearest the turn first within each."""
+    person's message may also touch, then (`still_true`) any other the message names;
+    nearest the turn first within each. Any the person's own message names go before all
+    the others: the model files much of a turn under attributes of its own ("Sofia's
+    skin"), which touch facts the turn does not change."""
     name = substance_words(turn.user_speaker)
     words: set[str] = set()
     attributes: set[str] = set()
@@ -133,7 +224,7 @@ def touched_facts(
                 attributes.add(canonical_attribute(item[key]))
     words -= name
     said = substance_words(turn.user_message) - name
-    valued, liked = [], []
+    valued, liked, others = [], [], []
     for known in turn.known_facts:
         if known.id is None or known.ended:
             continue
@@ -145,7 +236,11 @@ def touched_facts(
             fact_words & (words | said) or same_attribute
         ):
             liked.append(known)
-    return [*valued, *liked][:limit]
+        elif still_true and fact_words & said and not _felt(known):
+            others.append(known)
+    touched = [*valued, *liked, *others]
+    named = [known for known in touched if names_fact(turn, known)]
+    return [*named, *(known for known in touched if known not in named)][:limit]
 
 
 def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
@@ -193,7 +288,10 @@ def restates(fact: TypedFact, known: KnownFact) -> bool:
     the change it would merge into the old fact and keep it believed."""
     if fact.ended:
         return False
-    mine, theirs = substance_words(fact.content), substance_words(known.content)
+    # Not the person's name, which every fact of theirs shares: "Ellie is allergic to
+    # pistachios." does not restate "Ellie is allergic to cashews.".
+    name = substance_words(fact.subject)
+    mine, theirs = substance_words(fact.content) - name, substance_words(known.content) - name
     if not mine or not theirs:
         return core_words(fact.content) == core_words(known.content)
     return len(mine & theirs) >= 0.5 * len(mine | theirs)

@@ -394,11 +394,11 @@ def test_a_change_the_model_only_restates_is_found_by_asking_what_the_value_is_n
     assert rows["Sofia is vegan."].superseded_by == rows[changed].id
 
 
-def test_a_goal_the_turn_ends_is_found_by_asking_what_the_goal_is_now(
+def test_a_goal_the_turn_ends_is_found_by_asking_whether_it_is_still_true(
     client: TestClient, scripted_llm: ScriptedLLM
 ) -> None:
-    """The model writes only the injury; asked what Grace's goal is now (llm-12), it says
-    she is not running it anymore: the goal is retired and an abandoned one is kept."""
+    """The model writes only the injury; asked whether the goal Grace's message names is
+    still true (llm-13), it says no: the goal is retired and an abandoned one is kept."""
 
     def say(text: str) -> dict[str, Any]:
         body = f.turn("grace", text, speaker="Grace")
@@ -410,7 +410,7 @@ def test_a_goal_the_turn_ends_is_found_by_asking_what_the_goal_is_now(
     scripted_llm.script("signed up", f.facts(marathon))
     foot = f.identity("Grace", "injury", "stress fracture", "Grace has a stress fracture.")
     scripted_llm.script("deffo off", f.facts(foot))
-    scripted_llm.script_value_now("goal", {"now": "Grace is not running the marathon anymore."})
+    scripted_llm.script_value_now("still true", {"now": "no"})
 
     say("signed up for the edinburgh marathon in may!!")
     job = say("stress fracture 😭 no running for 8 wks so marathon is deffo off")
@@ -419,6 +419,7 @@ def test_a_goal_the_turn_ends_is_found_by_asking_what_the_goal_is_now(
     active = {m["content"] for m in client.get("/v1/users/grace/memories").json()["data"]}
     assert "Grace is running the Edinburgh marathon." not in active
     assert "Grace has a stress fracture." in active
+    assert "It is not (or no longer) true that Grace is running the Edinburgh marathon." in active
 
 
 def test_a_plain_server_error_is_retried_as_before(

@@ -270,11 +270,24 @@ def test_a_dislike_a_pet_and_a_goal_are_not_asked_how_they_feel() -> None:
 
 
 def test_facts_with_one_value_are_asked_about_before_likings() -> None:
-    turn = TurnInput(user_message="padel", assistant_message=None, session_date=TURN.session_date,
-                     user_speaker="Sofia", known_facts=(PADEL, VEGAN))  # fmt: skip
+    turn = TurnInput(user_message="so tired", assistant_message=None,
+                     session_date=TURN.session_date, user_speaker="Sofia",
+                     known_facts=(PADEL, VEGAN))  # fmt: skip
     items = [{"content": "Sofia is vegan and plays padel."}]
     assert touched_facts(turn, items, limit=2) == [VEGAN, PADEL]
     assert touched_facts(turn, items, limit=1) == [VEGAN]
+
+
+def test_facts_the_persons_message_names_are_asked_about_first() -> None:
+    skin = KnownFact(type="fact", content="Sofia's skin is so much better.", attribute="skin",
+                     value="so much better", id="f-skin", slot="skin")  # fmt: skip
+    turn = TurnInput(user_message="ok padel is dead to me", assistant_message=None,
+                     session_date=TURN.session_date, user_speaker="Sofia",
+                     known_facts=(skin, VEGAN, PADEL))  # fmt: skip
+    # The model's items touch the skin and the diet; the person names only padel.
+    items = [{"content": "Sofia's skin is fine.", "attribute": "skin"}, {"attribute": "diet"}]
+    assert touched_facts(turn, items, limit=2) == [PADEL, skin]
+    assert touched_facts(turn, items, limit=5) == [PADEL, skin, VEGAN]
 
 
 def test_liking_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
@@ -302,8 +315,11 @@ FRACTURE_TURN = TurnInput(
 
 
 def test_a_goal_the_persons_words_touch_is_asked_what_it_is_now_and_ended(
-    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+    scripted_llm: ScriptedLLM,
 ) -> None:
+    # Without the still-true question, which takes the goals the message names (llm-13).
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    extractor = LLMExtractor(llm, ExtractionSettings(still_true_checks=False))
     foot = _item("Grace has a stress fracture in her foot.", type="fact", attribute="injury",
                  value="stress fracture")  # fmt: skip
     scripted_llm.script("deffo off", {"facts": [foot]})
@@ -327,9 +343,9 @@ def test_a_goal_the_persons_words_touch_is_asked_what_it_is_now_and_ended(
     assert result.ending_checks == 1 and result.values_changed == 1
 
 
-def test_the_goal_said_again_ends_nothing(
-    scripted_llm: ScriptedLLM, extractor: LLMExtractor
-) -> None:
+def test_the_goal_said_again_ends_nothing(scripted_llm: ScriptedLLM) -> None:
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    extractor = LLMExtractor(llm, ExtractionSettings(still_true_checks=False))
     scripted_llm.script("deffo off", {"facts": [_item("Grace hurt her foot.", type="fact")]})
     result = extractor.extract(FRACTURE_TURN)  # unscripted, the model says the goal again
     assert [f.content for f in result.facts] == ["Grace hurt her foot."]
@@ -362,10 +378,125 @@ def test_a_goal_reached_or_dropped_is_not_asked_again(scripted_llm: ScriptedLLM)
 
 def test_goal_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
     llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
-    off = LLMExtractor(llm, ExtractionSettings(goal_checks=False))
+    off = LLMExtractor(llm, ExtractionSettings(goal_checks=False, still_true_checks=False))
     scripted_llm.script("deffo off", {"facts": [_item("Grace hurt her foot.", type="fact")]})
     result = off.extract(FRACTURE_TURN)
     assert len(scripted_llm.chat_requests()) == 1 and result.ending_checks == 0
+
+
+# A known fact the person's message names, with no other question or none that changed it,
+# is asked whether it is still true (llm-13).
+CASHEWS = KnownFact(type="preference", content="Ellie is allergic to cashews.",
+                    attribute="allergy", value="cashews", id="f-cashews",
+                    sentiment="dislikes")  # fmt: skip
+PISTACHIO_TURN = TurnInput(
+    user_message="update from allergist: its actually pistachios not cashews lol",
+    assistant_message=None, session_date=TURN.session_date, user_speaker="Ellie",
+    known_facts=(CASHEWS,),
+)  # fmt: skip
+STILL_TRUE_ENDING = (
+    'Is the known fact still true? Answer with JSON only: {"now": "yes"} or {"now": "no"}'
+)
+
+
+def test_a_fact_the_message_names_is_asked_whether_it_is_still_true_and_no_ends_it(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    pistachios = _item("Ellie is allergic to pistachios.", type="preference",
+                       topic="allergy", sentiment="dislikes", value="pistachios")  # fmt: skip
+    scripted_llm.script("pistachios not cashews", {"facts": [pistachios]})
+    scripted_llm.script_value_now("allergic to cashews", {"now": "no"})
+    result = extractor.extract(PISTACHIO_TURN)
+
+    (question,) = _questions(scripted_llm)
+    assert question == (
+        'Known before this turn: "Ellie is allergic to cashews."\n'
+        'In this turn Ellie said: "update from allergist: its actually pistachios not cashews'
+        f' lol"\n{STILL_TRUE_ENDING}'
+    )
+    # The answer is decoded as one of the two words.
+    (asked,) = [r for r in scripted_llm.chat_requests() if r["messages"][-1]["content"] == question]
+    schema = asked["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["now"]["enum"] == ["yes", "no"]
+    ending, kept = result.facts
+    assert ending.content == "It is not (or no longer) true that Ellie is allergic to cashews."
+    assert ending.ended and ending.ends_fact_ids == ("f-cashews",)
+    assert ending.type == "preference" and ending.details["value"] == "cashews"
+    assert kept.content == "Ellie is allergic to pistachios."
+    assert result.ending_checks == 1 and result.values_changed == 1
+
+
+def test_still_true_ends_nothing_and_is_asked_only_of_what_the_message_names(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("pistachios not cashews", {"facts": [_item("Ellie saw an allergist.")]})
+    result = extractor.extract(PISTACHIO_TURN)  # unscripted, the model answers "yes"
+    assert [f.content for f in result.facts] == ["Ellie saw an allergist."]
+    assert result.ending_checks == 1 and result.values_changed == 0
+
+    elsewhere = dataclasses.replace(PISTACHIO_TURN, user_message="2 epipens to carry now 🙄")
+    assert touched_facts(elsewhere, [_item("Ellie carries two EpiPens.")], still_true=True) == []
+    assert touched_facts(PISTACHIO_TURN, [], still_true=True) == [CASHEWS]
+    assert touched_facts(PISTACHIO_TURN, [], still_true=False) == []
+
+
+def test_a_named_value_the_value_question_left_is_asked_whether_still_true(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    leicester = KnownFact(type="identity", content="Tom lives in Leicester.",
+                          attribute="location", value="Leicester", id="f-leicester",
+                          slot="location")  # fmt: skip
+    turn = TurnInput(user_message="omg sorry autocorrect, LEEDS not leicester 🤦",
+                     assistant_message="Welcome to Leicester!", session_date=TURN.session_date,
+                     user_speaker="Tom", known_facts=(leicester,))  # fmt: skip
+    scripted_llm.script("autocorrect", {"facts": [_item("Tom lives in Leicester.",
+                                                        attribute="location")]})  # fmt: skip
+    scripted_llm.script_value_now('was "Leicester"', {"now": "Leicester"})
+    scripted_llm.script_value_now("still true", {"now": "no"})
+    result = extractor.extract(turn)
+
+    value, still = _questions(scripted_llm)
+    assert value.endswith('What is Tom\'s location now? Answer with JSON only: {"now": "..."}')
+    assert still.endswith(STILL_TRUE_ENDING)
+    # The restated old value is dropped with it, as the value question's endings drop it.
+    assert [f.content for f in result.facts] == [
+        "It is not (or no longer) true that Tom lives in Leicester."
+    ]
+    assert result.ending_checks == 2 and result.values_changed == 1
+
+
+def test_a_goal_the_message_names_is_asked_whether_it_is_still_true(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    scripted_llm.script("deffo off", {"facts": [_item("Grace hurt her foot.", type="fact")]})
+    scripted_llm.script_value_now("still true", {"now": "no"})
+    result = extractor.extract(FRACTURE_TURN)
+    (question,) = _questions(scripted_llm)
+    assert question.endswith(STILL_TRUE_ENDING)
+    ending = result.facts[0]
+    assert ending.type == "goal" and ending.details["status"] == "abandoned"
+    assert ending.ends_fact_ids == ("f-marathon",)
+
+
+def test_still_true_questions_can_be_turned_off(scripted_llm: ScriptedLLM) -> None:
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    off = LLMExtractor(llm, ExtractionSettings(still_true_checks=False))
+    scripted_llm.script("pistachios not cashews", {"facts": [_item("Ellie saw an allergist.")]})
+    result = off.extract(PISTACHIO_TURN)
+    assert len(scripted_llm.chat_requests()) == 1 and result.ending_checks == 0
+
+
+def test_the_questions_a_turn_asks_stop_at_the_limit(scripted_llm: ScriptedLLM) -> None:
+    llm = LLMSettings(base_url=scripted_llm.base_url, api_key="sk-test", model="test-model")
+    one = LLMExtractor(llm, ExtractionSettings(ending_checks_per_turn=1))
+    leicester = KnownFact(type="identity", content="Tom lives in Leicester.",
+                          attribute="location", value="Leicester", id="f-leicester",
+                          slot="location")  # fmt: skip
+    turn = dataclasses.replace(PISTACHIO_TURN, user_message="leicester not cashews",
+                               known_facts=(leicester, CASHEWS))  # fmt: skip
+    scripted_llm.script("leicester not cashews", {"facts": [_item("Ellie moved.")]})
+    result = one.extract(turn)
+    assert len(_questions(scripted_llm)) == 1 and result.ending_checks == 1
 
 
 @pytest.mark.parametrize(
