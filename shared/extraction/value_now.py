@@ -154,14 +154,11 @@ def ended_by(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
     never true ("LEEDS not leicester"), and the sentence says so."""
     if core_words(now) != "no":
         return None
-    fact = _fact(known, turn, f"It is not (or no longer) true that {_clause(known)}.", None)
+    clause = known.content.strip().rstrip(".!")
+    fact = _fact(known, turn, f"It is not (or no longer) true that {clause}.", None)
     if fact is not None:
         fact.link_ended_facts((known.id,) if known.id else ())
     return fact
-
-
-def _clause(known: KnownFact) -> str:
-    return known.content.strip().rstrip(".!")
 
 
 def value_question(known: KnownFact, turn: TurnInput) -> str | None:
