@@ -34,7 +34,10 @@ def test_batches_send_fewer_calls_for_the_same_facts(
         batched = run_tiermem(conversations, proxy, None, tmp_path / "three", Batching(3))
 
     assert len(alone.turns) == len(batched.turns) == 12
-    assert len(alone.calls) == 12 and 4 <= len(batched.calls) < 8
+    # One extraction call a turn alone, and the follow-up questions some turns ask about the
+    # known facts they touch (ADR 0032: "LEEDS not leicester" asks two); a batch asks none.
+    assert all(len(t.calls) >= 1 for t in alone.turns) and len(alone.calls) >= 12
+    assert 4 <= len(batched.calls) < 8
     assert all(not t.error for t in alone.turns + batched.turns)
     # The facts each turn added, counted on that turn whichever call extracted it.
     assert [t.facts for t in batched.turns] == [t.facts for t in alone.turns]
