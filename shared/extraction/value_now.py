@@ -222,10 +222,13 @@ def touched_facts(
     words -= name
     said = substance_words(turn.user_message) - name
     valued, liked, others = [], [], []
+    named: set[str] = set()  # ids of the facts the person's message names (`names_fact`)
     for known in turn.known_facts:
         if known.id is None or known.ended:
             continue
         fact_words = substance_words(known.content) - name
+        if fact_words & said:
+            named.add(known.id)
         same_attribute = canonical_attribute(known.attribute or "-") in attributes
         if _what(known) is not None and (fact_words & words or same_attribute):
             valued.append(known)
@@ -235,9 +238,9 @@ def touched_facts(
             liked.append(known)
         elif still_true and fact_words & said and not _felt(known):
             others.append(known)
-    touched = [*valued, *liked, *others]
-    named = [known for known in touched if names_fact(turn, known)]
-    return [*named, *(known for known in touched if known not in named)][:limit]
+    # A stable sort: the named first, each group's order kept.
+    touched = sorted([*valued, *liked, *others], key=lambda known: known.id not in named)
+    return touched[:limit]
 
 
 def changed_fact(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
