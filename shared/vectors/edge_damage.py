@@ -24,6 +24,9 @@ logger = logging.getLogger(__name__)
 LOADING = ".tiermem-loading"
 CLOSED_WITH = ".tiermem-closed.json"
 PROBE_TIMEOUT_S = 300.0
+# Words in an engine error that say stored bytes cannot be read back (a garbage payload
+# page): the shard is damaged, and retrying the call will not help.
+_UNREADABLE = ("failed to decode value", "failed to decompress")
 T = TypeVar("T")
 
 
@@ -50,14 +53,17 @@ def engine_call(collection: str, folder: Path, fn: Callable[[], T]) -> T:
 
 
 def engine_error(collection: str, folder: Path, exc: Exception) -> DomainError:
-    """qdrant-edge raises plain Exception: a wrong dimension is the caller's; a panic says
-    the shard is damaged; anything else (disk, I/O, damage the engine reports as an error)
-    is a 503 in the API and a retry in a worker."""
+    """qdrant-edge raises plain Exception: a wrong dimension is the caller's; a panic, or
+    stored data it cannot decode, says the shard is damaged; anything else (disk, I/O,
+    other damage the engine reports as an error) is a 503 in the API and a retry in a
+    worker."""
     text = str(exc)
     if "dimension error" in text:
         return InvalidInput(text, details={"collection": collection})
     if isinstance(exc, EnginePanic):
         return damaged(collection, folder, "the engine panicked reading it", exc)
+    if any(sign in text.lower() for sign in _UNREADABLE):
+        return damaged(collection, folder, "the engine cannot decode its stored data", exc)
     return Unavailable(
         f"the embedded vector engine failed on collection {collection}: {text[:300]} "
         "(if a shard is damaged, `tiermem reindex` rebuilds it from SQL)",

@@ -24,7 +24,7 @@ import qdrant_edge as qe
 
 from shared.errors import DamagedCollection
 from shared.vectors import VectorPoint
-from shared.vectors.edge_damage import CLOSED_WITH, LOADING
+from shared.vectors.edge_damage import CLOSED_WITH, LOADING, engine_error
 from shared.vectors.edge_store import EdgeVectorStore
 from shared.vectors.scope import MESSAGES_SUFFIX, layout_of, message_collections_without_sparse
 from shared.vectors.sparse import document_terms, query_terms
@@ -257,6 +257,22 @@ def test_a_panic_in_a_call_on_an_open_shard_is_a_damaged_collection_not_a_crash(
         assert store.count(HEALTHY, payload_filter={"k": "v"}) == BATCHES * PER_BATCH
     finally:
         store.close()
+
+
+def test_stored_data_the_engine_cannot_decode_is_a_damaged_collection_not_a_retry(
+    tmp_path: Path,
+) -> None:
+    # The engine's words when a garbage payload page is read after the shard opened cleanly
+    # (seen in CI): a retry would fail the same way, so the shard is refused as damaged.
+    said = Exception(
+        "Service runtime error: Failed to decode value: Failed to decompress LZ4 value: "
+        "literal is out of bounds of the input"
+    )
+    error = engine_error(DAMAGED, tmp_path, said)
+    assert isinstance(error, DamagedCollection)
+    assert "cannot decode its stored data" in str(error) and "tiermem reindex" in str(error)
+    transient = engine_error(DAMAGED, tmp_path, Exception("Service runtime error: disk busy"))
+    assert not isinstance(transient, DamagedCollection)
 
 
 # A user's message collection (per_user) as ADR 0013 makes it: named dense + BM25 sparse.
