@@ -217,7 +217,7 @@ class ExtractionSettings(BaseModel):
     # Known facts the model's reply touched (an item shares their words or attribute) that it
     # is then asked about, one short follow-up each: what is their value now (ADR 0032)? A
     # new value in the person's own words replaces the fact, "none" ends it. 0: never asked.
-    ending_checks_per_turn: int = Field(default=2, ge=0, le=8)
+    ending_checks_per_turn: int = Field(default=4, ge=0, le=8)
     # Whether those questions also cover known likings, habits and hobbies (no one value to
     # ask for), the person's message touching them too: how does the person feel about it
     # now? An answer that says it stopped ends it (llm-11). Within ending_checks_per_turn,
@@ -227,11 +227,11 @@ class ExtractionSettings(BaseModel):
     # goal now? An answer that says it stopped ends it (llm-12). Within ending_checks_per_turn,
     # beside the likings.
     goal_checks: bool = True
-    # Whether a known fact the person's message names (a word of substance in common) is
-    # asked whether it is still true, the answer decoded as "yes" or "no", when no question
-    # above covers it (a goal, an allergy, a decision, a fact of several values) or its value
-    # question changed nothing; "no" ends it (llm-13). Within ending_checks_per_turn; the
-    # facts the message names are asked about first.
+    # Whether a known fact the person's message names (a word of substance in common), and
+    # the one nearest the turn by meaning (llm-14), is asked whether it is still true, the
+    # answer decoded as "yes" or "no", when no question above covers it (a goal, an allergy,
+    # a decision, a fact of several values) or its value question changed nothing; "no" ends
+    # it (llm-13). Within ending_checks_per_turn; the facts the message names go first.
     still_true_checks: bool = True
 
 

@@ -21,8 +21,9 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # llm-12: a known active goal the turn touched is asked what the person's goal is now; a
 # changed value's sentence says the value it replaced. llm-13: a known fact the person's
 # message names that no other question covers, or whose value question changed nothing, is
-# asked whether it is still true; the person's named facts are asked about first.
-EXTRACTOR_VERSION = "llm-13"
+# asked whether it is still true; the person's named facts are asked about first. llm-14:
+# the known fact nearest the turn by meaning counts as named; four questions a turn, not two.
+EXTRACTOR_VERSION = "llm-14"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so
 # providers that cache prompt prefixes can reuse this whole block across turns.

@@ -32,7 +32,9 @@ decoded as "yes" or "no" (llm-13), when no question above covers it (a goal, an 
 decision, a fact of several values) or its value question changed nothing ("LEEDS not
 leicester" answered "Leicester"). Asked after the extraction, with the fact quoted, the
 model answered "no" for 6 of 11 turns that end or correct the fact and "yes" for all 10
-that leave it; "no" ends it. The facts the message names are asked about first.
+that leave it; "no" ends it. The facts the message names are asked about first. The
+known fact nearest the turn by meaning counts as named (llm-14): "the caffeine" names no
+word of "4 coffees a day".
 """
 
 from __future__ import annotations
@@ -143,9 +145,19 @@ def follow_ups(
 
 def names_fact(turn: TurnInput, known: KnownFact) -> bool:
     """The person's message in the turn shares a word of substance with the known fact,
-    the person's name aside: "ok padel is dead to me" names "Georgia plays padel."."""
+    the person's name aside ("ok padel is dead to me" names "Georgia plays padel."), or
+    the fact is the one nearest the turn by meaning (`nearest_fact`: "the caffeine" and
+    "4 coffees a day" share no word)."""
+    if known.id is not None and known.id == nearest_fact(turn):
+        return True
     name = substance_words(turn.user_speaker)
     return bool((substance_words(known.content) - name) & substance_words(turn.user_message))
+
+
+def nearest_fact(turn: TurnInput) -> str | None:
+    """The id of the active known fact nearest the turn by meaning: the first shown, as
+    the memory lists them best first (`memory.turn_context.known_facts`)."""
+    return next((known.id for known in turn.known_facts if not known.ended), None)
 
 
 def ended_by(known: KnownFact, now: str, turn: TurnInput) -> TypedFact | None:
@@ -205,10 +217,10 @@ def touched_facts(
     dropped) touch, at most `limit`: an item shares a word of substance with the fact (the
     person's name aside) or names its attribute. Those with one current value, then
     (`likings`) the likings, habits and hobbies and (`goals`) the active goals, which the
-    person's message may also touch, then (`still_true`) any other the message names;
-    nearest the turn first within each. Any the person's own message names go before all
-    the others: the model files much of a turn under attributes of its own ("Sofia's
-    skin"), which touch facts the turn does not change."""
+    person's message may also touch, then (`still_true`) any other the message names or
+    the one nearest the turn (`names_fact`); nearest the turn first within each. The
+    named go before all the others: the model files much of a turn under attributes of its
+    own ("Sofia's skin"), which touch facts the turn does not change."""
     name = substance_words(turn.user_speaker)
     words: set[str] = set()
     attributes: set[str] = set()
@@ -221,13 +233,14 @@ def touched_facts(
                 attributes.add(canonical_attribute(item[key]))
     words -= name
     said = substance_words(turn.user_message) - name
+    nearest = nearest_fact(turn) if still_true else None
     valued, liked, others = [], [], []
     named: set[str] = set()  # ids of the facts the person's message names (`names_fact`)
     for known in turn.known_facts:
         if known.id is None or known.ended:
             continue
         fact_words = substance_words(known.content) - name
-        if fact_words & said:
+        if fact_words & said or known.id == nearest:
             named.add(known.id)
         same_attribute = canonical_attribute(known.attribute or "-") in attributes
         if _what(known) is not None and (fact_words & words or same_attribute):
@@ -236,7 +249,7 @@ def touched_facts(
             fact_words & (words | said) or same_attribute
         ):
             liked.append(known)
-        elif still_true and fact_words & said and not _felt(known):
+        elif still_true and known.id in named and not _felt(known):
             others.append(known)
     # A stable sort: the named first, each group's order kept.
     touched = sorted([*valued, *liked, *others], key=lambda known: known.id not in named)

@@ -221,7 +221,11 @@ def test_a_server_without_structured_outputs_gets_the_schema_inside_json_object(
     job = wait_job(client, post_turn(client, "s1", f.turn("ana", "I like skiing"))["job_id"])
     assert job["status"] == "done" and job["response_format"] == "json_object+schema"
     assert job["response_format_note"].startswith("json_object+schema since an earlier call: ")
-    assert len(scripted_llm.chat_requests()) == 3  # straight to json_object+schema
+    # Straight to json_object+schema, the follow-ups about the known Oslo fact too.
+    assert len(scripted_llm.extraction_requests()) == 3
+    assert [r["response_format"]["type"] for r in scripted_llm.chat_requests()[2:]] == [
+        "json_object"
+    ] * (len(scripted_llm.chat_requests()) - 2)
 
     # The ops view lists the model running in fallback, with what its server said.
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -612,7 +616,7 @@ def test_a_name_the_user_gives_is_used_once_known(
     later = f.turn("u1", "I work at Deloitte", speaker=None)
     wait_job(client, post_turn(client, "s1", later)["job_id"])
 
-    _, user = (m["content"] for m in scripted_llm.chat_requests()[-1]["messages"])
+    _, user = (m["content"] for m in scripted_llm.extraction_requests()[-1]["messages"])
     assert "Person: Tom" in user and '<user name="Tom">' in user
     context = client.get("/v1/sessions/s1/context", params={"query": "where do I work"}).json()
     assert context["system_prompt"].startswith("You are talking with Tom.")
@@ -637,7 +641,7 @@ def test_the_name_a_person_gives_names_them_in_the_next_turns_prompt(
     assert job["status"] == "done" and job["facts_added"] == 1
     second = {"user_id": "tom", "user_message": "geography, first yr. halls are grim tho"}
     wait_job(client, post_turn(client, "s1", second)["job_id"])
-    _, user = (m["content"] for m in scripted_llm.chat_requests()[-1]["messages"])
+    _, user = (m["content"] for m in scripted_llm.extraction_requests()[-1]["messages"])
     assert "Person: Tom" in user and "Extract facts about Tom from this turn only." in user
     memories = client.get("/v1/users/tom/memories").json()["data"]
     assert [m["content"] for m in memories] == ["User's name is Tom."]

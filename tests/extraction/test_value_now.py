@@ -96,7 +96,9 @@ def test_the_known_value_again_changes_nothing(
     scripted_llm.script("pescatarian", {"facts": [_item("Sofia is vegan.")]})
     result = extractor.extract(TURN)  # unscripted, the model answers the known value
     assert [f.content for f in result.facts] == ["Sofia is vegan."]
-    assert result.ending_checks == 1 and result.values_changed == 0
+    # The value question, then (the fact is the nearest the turn) whether it is still true:
+    # unscripted, "yes".
+    assert result.ending_checks == 2 and result.values_changed == 0
 
 
 @pytest.mark.parametrize(
@@ -434,10 +436,41 @@ def test_still_true_ends_nothing_and_is_asked_only_of_what_the_message_names(
     assert [f.content for f in result.facts] == ["Ellie saw an allergist."]
     assert result.ending_checks == 1 and result.values_changed == 0
 
-    elsewhere = dataclasses.replace(PISTACHIO_TURN, user_message="2 epipens to carry now 🙄")
-    assert touched_facts(elsewhere, [_item("Ellie carries two EpiPens.")], still_true=True) == []
+    # A message that names no known fact: only the one nearest it by meaning (shown first)
+    # is asked about, not the allergy behind it.
+    bag = KnownFact(type="fact", content="Ellie's bag is always full.", attribute="bag",
+                    id="f-bag")  # fmt: skip
+    elsewhere = dataclasses.replace(
+        PISTACHIO_TURN, user_message="2 epipens to carry now 🙄", known_facts=(bag, CASHEWS)
+    )
+    assert touched_facts(elsewhere, [_item("Ellie carries two EpiPens.")], still_true=True) == [
+        bag
+    ]
     assert touched_facts(PISTACHIO_TURN, [], still_true=True) == [CASHEWS]
     assert touched_facts(PISTACHIO_TURN, [], still_true=False) == []
+    assert touched_facts(elsewhere, [], still_true=False) == []
+
+
+def test_the_known_fact_nearest_the_turn_is_asked_whether_still_true_without_a_shared_word(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # "the caffeine" names no word of "4 coffees a day"; the memory shows that fact first,
+    # as the nearest by meaning, and the model's "no" ends it.
+    coffees = KnownFact(type="fact", content="Maya drinks 4 coffees a day.", attribute="coffee",
+                        value="4 a day", id="f-coffees")  # fmt: skip
+    turn = TurnInput(user_message="gp thinks its the caffeine so im going cold turkey 😭",
+                     assistant_message=None, session_date=TURN.session_date,
+                     user_speaker="Maya", known_facts=(coffees,))  # fmt: skip
+    scripted_llm.script("cold turkey", {"facts": [_item("Maya has heart palpitations.")]})
+    scripted_llm.script_value_now("still true", {"now": "no"})
+    result = extractor.extract(turn)
+
+    (question,) = _questions(scripted_llm)
+    assert question.startswith('Known before this turn: "Maya drinks 4 coffees a day."')
+    assert question.endswith(STILL_TRUE_ENDING)
+    ending = result.facts[0]
+    assert ending.ended and ending.ends_fact_ids == ("f-coffees",)
+    assert ending.content == "It is not (or no longer) true that Maya drinks 4 coffees a day."
 
 
 def test_a_named_value_the_value_question_left_is_asked_whether_still_true(
