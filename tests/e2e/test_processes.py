@@ -43,6 +43,9 @@ from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
+# Queue tests time turns, not what extraction asks about known facts (ADR 0032): one LLM
+# call a turn, so a scripted latency of 1 s is a turn's 1 s, not up to five.
+ONE_CALL_A_TURN = {"TIERMEM_EXTRACTION__ENDING_CHECKS_PER_TURN": "0"}
 HEADERS = {"Authorization": f"Bearer {APP_KEY}"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -282,6 +285,7 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     # So the kill lands while calls are in flight: 4 threads take 6 waves of 1 s, much
     # longer than one poll of the 24 jobs below even on a slow machine.
     scripted_llm.latency_s = 1.0
+    stack.env.update(ONE_CALL_A_TURN)
     quick_recovery = {
         # Redis hands unacked messages of the dead worker back after this long...
         "TIERMEM_REDIS__VISIBILITY_TIMEOUT_S": "3",
@@ -347,6 +351,7 @@ def test_second_worker_on_the_same_qdrant_folder_refuses_to_start(
     n = 12
     script_distinct_facts(scripted_llm, n)
     scripted_llm.latency_s = 1.0  # a backlog in the broker the second worker could take
+    stack.env.update(ONE_CALL_A_TURN)
     folder = str(Path(str(make_settings(stack.tmp).qdrant_path)).resolve())
     stack.start_api()
     first = stack.start_worker()
@@ -417,6 +422,7 @@ def test_the_outbox_sweep_does_not_wait_behind_the_extract_backlog(
     backlog, lost = 40, 3
     script_distinct_facts(scripted_llm, backlog + lost)
     scripted_llm.latency_s = 1.0  # 2 threads: about 20 s of backlog
+    stack.env.update(ONE_CALL_A_TURN)
     stack.start_api()
     stack.start_worker(
         "--beat",

@@ -18,6 +18,7 @@ import pytest
 from tests import factories as f
 from tests import processes
 from tests.e2e.test_processes import (  # the fixtures are shared with the e2e tests
+    ONE_CALL_A_TURN,
     TIERMEM,
     Stack,
     stack_env_fixture,  # noqa: F401
@@ -78,6 +79,7 @@ def bo_facts(stack: Stack) -> set[str]:
 
 def test_live_turns_finish_while_a_replay_runs(stack: Stack, scripted_llm: ScriptedLLM) -> None:
     stack.env["TIERMEM_REPLAY__RATE_LIMIT"] = ""
+    stack.env.update(ONE_CALL_A_TURN)
     stack.start_api()
     start_worker(stack)
 
@@ -123,6 +125,7 @@ def test_rebuild_killed_midway_then_resumed_equals_a_clean_run(
     stack: Stack, scripted_llm: ScriptedLLM
 ) -> None:
     stack.env["TIERMEM_REPLAY__RATE_LIMIT"] = ""
+    stack.env.update(ONE_CALL_A_TURN)
     stack.start_api()
     worker = start_worker(stack)
     import_old_turns(stack, scripted_llm)
