@@ -87,6 +87,19 @@ _PLAIN_WORDS = frozenset(_PLAIN_TEXT.split())
 _SAME_START = 4
 # Detail fields that hold what a fact is about (not its kind: attribute names, sentiments).
 _VALUE_FIELDS = ("value", "person", "choice")
+# A sentence of the person's that supposes or asks rather than states, as chat types it
+# (question marks left out): "if i got a dog …", "what if …", "how much do electricians
+# make", "can i still drink beer w type 1 or nah", "would a cat be easier". Not a bare
+# verb ("did a 5k today", "can finally drive"): chat drops the "I" of a statement.
+_LEAD = r"(?:(?:hmm+|ok|okay|so|but|and|also|like|idk|honestly|tbh|wait|lol)\W+)*"
+_SUPPOSING = re.compile(_LEAD + r"(?:what )?if\b")
+_ASKING = re.compile(
+    _LEAD + r"(?:(?:how|what|which|where|who|when|why) (?:much|many|long|often|is|are|was|"
+    r"were|do|does|did|can|could|should|would|will|to)|(?:what|how|where|who) ?s|(?:is|are|"
+    r"was|were|could|should|would|will|shall) (?:i|it|there|we|you|they|he|she|that|this|a|"
+    r"an|the|my)|(?:do|does|did|can|have|has) (?:i|it|there|we|you|they|he|she))\b"
+)
+_OR_ASKING = re.compile(r"\bor (?:is|are|am|was|do|does|did|can|should|would|will|nah|no)\b")
 
 
 def first_person(content: str) -> bool:
@@ -140,6 +153,7 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
     reply_words = substance_words(turn.assistant_message or "")
     persons_words = _persons_words(turn)
     name_words = substance_words(turn.user_speaker)
+    asked, stated = asked_and_stated(turn.user_message)
 
     def check(fact: TypedFact) -> TypedFact | Rejection:
         if fact.content.rstrip().endswith("?"):
@@ -150,6 +164,11 @@ def review(turn: TurnInput) -> Callable[[TypedFact], TypedFact | Rejection]:
             )
         if (earlier := _from_earlier_messages(fact, now, before, name_words)) is not None:
             reason = f"from the earlier conversation ({earlier!r} is not in this turn)"
+            return Rejection(reason, nothing_new=True)
+        if (wondered := _only_asked(fact, asked, stated, name_words)) is not None:
+            # A question or an "if" of theirs states nothing: a reply of nothing else is a
+            # "done" with 0 facts, not a failed reading to retry.
+            reason = f"from the person's question or 'if' ({wondered!r} is not stated)"
             return Rejection(reason, nothing_new=True)
         if first_person(fact.content):
             words = core_words(fact.content).split()
@@ -223,6 +242,40 @@ def _from_earlier_messages(
     said_before = sum(f" {w} " in before for w in words)
     if said_before * 2 >= len(words) > 0 and not any(f" {w} " in now for w in words):
         return " ".join(dict.fromkeys(w for w in core_words(fact.content).split() if w in words))
+    return None
+
+
+def asked_and_stated(message: str) -> tuple[str, str]:
+    """The person's message as two texts (`padded_words`): its sentences that ask or
+    suppose, and the rest. A sentence ending in "?" asks in its last clause ("just moved
+    to leeds, any tips?" states Leeds) unless it opens as a question or an "if"."""
+    asked, stated = [], []
+    for match in re.finditer(r"[^.!?\n]+[.!?\n]*", message.casefold()):
+        sentence = match.group().strip()
+        head = core_words(sentence)
+        if _SUPPOSING.match(head) or _ASKING.match(head) or _OR_ASKING.search(head):
+            asked.append(sentence)
+        elif "?" in sentence:
+            *before, last = re.split(r"[,;:]", sentence)
+            asked.append(last)
+            stated.extend(before)
+        else:
+            stated.append(sentence)
+    return padded_words(" ".join(asked)), padded_words(" ".join(stated))
+
+
+def _only_asked(fact: TypedFact, asked: str, stated: str, name_words: set[str]) -> str | None:
+    """What a fact is about (its value, else its sentence's words of substance) when the
+    person's message says it only in a question or an "if" (`asked_and_stated`): "if i
+    got a dog would a cockapoo be ok" states no cockapoo. None otherwise."""
+    for key in _VALUE_FIELDS:
+        value = core_words(str(fact.details.get(key) or ""))
+        if value:
+            return value if f" {value} " in asked and f" {value} " not in stated else None
+    words = substance_words(fact.content) - name_words
+    said = [w for w in words if f" {w} " in asked or f" {w} " in stated]
+    if said and not any(f" {w} " in stated for w in said):
+        return " ".join(dict.fromkeys(w for w in core_words(fact.content).split() if w in said))
     return None
 
 

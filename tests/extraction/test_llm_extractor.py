@@ -16,7 +16,7 @@ import pytest
 from shared.config import ExtractionSettings, LLMSettings
 from shared.errors import PermanentError, TransientError
 from shared.extraction.base import Extractor, TurnInput
-from shared.extraction.checks import third_person
+from shared.extraction.checks import asked_and_stated, third_person
 from shared.extraction.llm_extractor import SCHEMA_NAME, LLMExtractor
 from shared.extraction.prompts import EXTRACTOR_VERSION, build_extraction_messages, prompt_hash
 from shared.extraction.schemas import strict_json_schema
@@ -843,6 +843,66 @@ def test_a_reply_that_only_restates_the_earlier_conversation_is_done_with_nothin
     assert result.invalid_reasons == [
         "from the earlier conversation ('leicester' is not in this turn)"
     ]
+
+
+def test_what_the_person_only_asks_or_supposes_is_not_stored(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    """Qwen2.5-1.5B wrote "Ana wants a cockapoo." from "if i got a dog would a cockapoo be
+    ok": a question or an "if" states nothing. A reply of nothing else is a "done" with 0
+    facts (a question is nothing to remember), never a run to retry."""
+    turn = dataclasses.replace(
+        TURN,
+        user_message="if i got a dog would a cockapoo be ok in a flat? is it normal to pay 1800",
+        assistant_message="Cockapoos can do well in flats.",
+    )
+    items = [
+        _fact("fact", content="Ana wants a cockapoo.", attribute="pet", value="cockapoo"),
+        _fact("fact", content="Ana pays 1800 for a flat."),
+    ]
+    scripted_llm.script("cockapoo", {"facts": items})
+    result = extractor.extract(turn)
+    assert result.facts == [] and not result.all_dropped
+    assert result.invalid_reasons == [
+        "from the person's question or 'if' ('cockapoo' is not stated)",
+        "from the person's question or 'if' ('1800 flat' is not stated)",
+    ]
+    assert len(scripted_llm.chat_requests()) == 1  # not asked again
+
+
+def test_a_statement_beside_a_question_is_kept(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    turn = dataclasses.replace(
+        TURN, user_message="just moved to leeds, any tips? would a bike be worth it"
+    )
+    items = [
+        _fact("identity", content="Ana lives in Leeds.", attribute="location", value="Leeds"),
+        _fact("fact", content="Ana wants a bike.", attribute="vehicle", value="bike"),
+    ]
+    scripted_llm.script("leeds", {"facts": items})
+    result = extractor.extract(turn)
+    assert [f.content for f in result.facts] == ["Ana lives in Leeds."]
+    assert result.invalid_reasons == ["from the person's question or 'if' ('bike' is not stated)"]
+
+
+@pytest.mark.parametrize(
+    ("message", "asked", "stated"),
+    [
+        ("if i moved id want a beach. lease ends in august", "if i moved id want a beach",
+         "lease ends in august"),
+        ("idk maybe lisbon? is it overhyped", "idk maybe lisbon is it overhyped", ""),
+        ("hmm. would a cat be easier?", "would a cat be easier", "hmm"),
+        ("can i still drink beer w type 1 or nah", "can i still drink beer w type 1 or nah", ""),
+        ("how much do electricians make", "how much do electricians make", ""),
+        ("just moved to leeds, any tips?", "any tips", "just moved to leeds"),
+        # Chat drops the "I" of a statement: a bare verb first is not a question.
+        ("did a 5k today!! can finally breathe", "", "did a 5k today can finally breathe"),
+        ("had a great time in rome, whats next", "", "had a great time in rome whats next"),
+    ],
+)  # fmt: skip
+def test_the_sentences_that_ask_or_suppose(message: str, asked: str, stated: str) -> None:
+    assert asked_and_stated(message) == (f" {asked} ", f" {stated} ")
 
 
 @pytest.mark.parametrize(
