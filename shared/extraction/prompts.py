@@ -24,7 +24,7 @@ from shared.extraction.schemas import core_words, strict_json_schema
 # asked whether it is still true; the person's named facts are asked about first. llm-14:
 # the known fact nearest the turn by meaning counts as named; four questions a turn, not two.
 # llm-15: a fact whose value the person's message says only in a question or an "if" is
-# dropped (ADR 0033).
+# dropped, and such a message changes no known fact (ADR 0033).
 EXTRACTOR_VERSION = "llm-15"
 
 # Static on purpose: the per-turn details (date, names, text) go in the user message, so

@@ -47,7 +47,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.extraction.base import KnownFact, TurnInput
-from shared.extraction.checks import no_longer, padded_words, substance_words
+from shared.extraction.checks import asked_and_stated, no_longer, padded_words, substance_words
 from shared.extraction.prompts import (
     FEELING_NOW_TEMPLATE,
     GOAL_NOW_TEMPLATE,
@@ -220,7 +220,11 @@ def touched_facts(
     person's message may also touch, then (`still_true`) any other the message names or
     the one nearest the turn (`names_fact`); nearest the turn first within each. The
     named go before all the others: the model files much of a turn under attributes of its
-    own ("Sofia's skin"), which touch facts the turn does not change."""
+    own ("Sofia's skin"), which touch facts the turn does not change. None when the
+    person's message only asks or supposes ("is it normal to pay 1800 for a room here??"):
+    that changes nothing they told before (ADR 0033)."""
+    if not asked_and_stated(turn.user_message)[1].strip():
+        return []
     name = substance_words(turn.user_speaker)
     words: set[str] = set()
     attributes: set[str] = set()
@@ -358,9 +362,10 @@ def _same(said: str, old: str, known: KnownFact) -> bool:
 
 
 def _said_in_turn(said: str, turn: TurnInput) -> bool:
-    """Every word of substance of the answer is the person's in this turn."""
+    """Every word of substance of the answer is the person's in this turn, stated, not
+    only asked or supposed ("idk maybe lisbon?" moves no one to Lisbon; ADR 0033)."""
     words = substance_words(said) or set(said.split())
-    theirs = set(core_words(turn.user_message).split())
+    theirs = set(asked_and_stated(turn.user_message)[1].split())
     return bool(words) and words <= theirs
 
 

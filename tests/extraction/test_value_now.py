@@ -473,6 +473,32 @@ def test_the_known_fact_nearest_the_turn_is_asked_whether_still_true_without_a_s
     assert ending.content == "It is not (or no longer) true that Maya drinks 4 coffees a day."
 
 
+def test_a_message_that_only_asks_or_supposes_asks_nothing_about_known_facts(
+    scripted_llm: ScriptedLLM, extractor: LLMExtractor
+) -> None:
+    # "is it normal to pay 1800 for a room here??" ended "The rain here is crazy lol." when
+    # the 1.5B model was asked whether it was still true (ADR 0033): a question ends nothing.
+    turn = dataclasses.replace(
+        TURN, user_message="is it ok to eat fish if ur vegan?? or is that cheating lol"
+    )
+    scripted_llm.script("cheating", {"facts": [_item("Sofia is vegan.")]})
+    scripted_llm.script_value_now("still true", {"now": "no"})
+    result = extractor.extract(turn)
+    assert _questions(scripted_llm) == [] and result.ending_checks == 0
+    # The model's restatement, "vegan" only in the question, is not kept either.
+    assert result.facts == [] and not result.all_dropped
+
+
+def test_a_new_value_the_person_only_asks_about_changes_nothing() -> None:
+    turn = dataclasses.replace(
+        TURN, user_message="still vegan tbh. would pescatarian be healthier? asking for a friend"
+    )
+    assert changed_fact(VEGAN, "pescatarian", turn) is None
+    stated = dataclasses.replace(TURN, user_message="pescatarian now. would eggs be ok?")
+    changed = changed_fact(VEGAN, "pescatarian", stated)
+    assert changed is not None and changed.details["value"] == "pescatarian"
+
+
 def test_a_named_value_the_value_question_left_is_asked_whether_still_true(
     scripted_llm: ScriptedLLM, extractor: LLMExtractor
 ) -> None:
