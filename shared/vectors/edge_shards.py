@@ -93,7 +93,8 @@ class ShardCache:
         # collection → open shard, least recently used first
         self.open: OrderedDict[str, Shard] = OrderedDict()
         self._max_open = max_open
-        # Shards whose load killed a process: found once by a child process, not again.
+        # Shards found damaged where a later open would not see it again: a load that
+        # killed a process (found once by a child process), data a call could not decode.
         self._damaged: dict[str, DamagedCollection] = {}
         self.closed = False
         self._told_placement = False
@@ -184,8 +185,21 @@ class ShardCache:
                     details={"collection": collection},
                 ) from None
             except Exception as exc:  # the engine raises plain Exception, told apart by text
-                raise engine_error(collection, entry.folder, exc) from exc
+                error = engine_error(collection, entry.folder, exc)
+                if isinstance(error, DamagedCollection):
+                    self._condemn(collection, entry, error)
+                raise error from exc
         return missing
+
+    def _condemn(self, collection: str, entry: Shard, error: DamagedCollection) -> None:
+        """A shard a call found damaged (stored data the engine cannot decode, read after a
+        clean open) is closed and refused from here on, as one found damaged on open, until
+        it is dropped: a call that reads other pages would otherwise still succeed."""
+        with self.lock:
+            self._damaged[collection] = error
+            if self.open.get(collection) is entry:
+                del self.open[collection]
+        entry.close(record=False)
 
     def made(self, collection: str) -> ShardSpec | None:
         entry = self.entry(collection)

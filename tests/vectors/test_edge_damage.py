@@ -275,6 +275,34 @@ def test_stored_data_the_engine_cannot_decode_is_a_damaged_collection_not_a_retr
     assert not isinstance(transient, DamagedCollection)
 
 
+def test_a_shard_a_call_could_not_decode_is_refused_until_dropped(root: Path) -> None:
+    # A garbage payload page may open cleanly and fail only the call that reads it (seen in
+    # CI: the search failed, a count after it, which reads no payload, succeeded): once
+    # one call says the stored data cannot be decoded, every call is refused until reindex.
+    store = EdgeVectorStore(path=str(root))
+
+    def reads_a_garbage_page(shard: object, made: object) -> None:
+        raise Exception("Service runtime error: Failed to decode value: Failed to decompress")
+
+    try:
+        with pytest.raises(DamagedCollection):
+            store._shards.call(DAMAGED, reads_a_garbage_page, missing=None)
+        for call in (
+            lambda: store.count(DAMAGED),
+            lambda: store.search(DAMAGED, [1.0, 0.0, 0.0], limit=3),
+            lambda: store.upsert(DAMAGED, _points(0)),
+        ):
+            with pytest.raises(DamagedCollection) as refused:
+                call()
+            assert "cannot decode its stored data" in refused.value.message
+        assert store.count(HEALTHY) == BATCHES * PER_BATCH
+        store.drop_collection(DAMAGED)  # reindex's first step
+        store.upsert(DAMAGED, _points(0))
+        assert store.count(DAMAGED) == PER_BATCH
+    finally:
+        store.close()
+
+
 # A user's message collection (per_user) as ADR 0013 makes it: named dense + BM25 sparse.
 WORDS = f"tm_{'ab' * 16}{MESSAGES_SUFFIX}"
 
